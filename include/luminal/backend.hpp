@@ -1,0 +1,38 @@
+// The one concept every backend implements (as Kokkos specializes one concept per
+// execution space): memory, a parallel loop over chunks of a range, and GEMM.
+#pragma once
+#include <concepts>
+#include <cstddef>
+
+#include "dtype.hpp"
+
+namespace luminal {
+
+struct host;  // the default backend, backends/luminal/backends/host.hpp
+
+/// A chunked loop body: `f(begin, end)` handles flat indices [begin, end).
+struct chunk_body_archetype {
+  LUMINAL_HD void operator()(index_t, index_t) const {}
+};
+
+/// What the planner needs from a backend.
+///  - allocate / deallocate: device memory (the arena, owned inputs, tables);
+///  - to_device / to_host: copies at the program's edges;
+///  - parallel_for(n, f): runs f over chunks covering [0, n), returns when done;
+///  - gemm: row-major C = op(A) op(B) (alpha 1, beta 0) for f32 and f64;
+///  - host_accessible: whether the host may read device pointers directly (zero-copy).
+template <class B>
+concept backend = requires(B& b, const B& cb, void* p, const void* cp, std::size_t bytes, index_t n,
+                           const float* fa, float* fc, const double* da, double* dc) {
+  { b.allocate(bytes) } -> std::same_as<void*>;
+  b.deallocate(p);
+  b.to_device(p, cp, bytes);
+  b.to_host(p, cp, bytes);
+  b.parallel_for(n, chunk_body_archetype{});
+  b.gemm(false, false, n, n, n, fa, n, fa, n, fc, n);
+  b.gemm(false, false, n, n, n, da, n, da, n, dc, n);
+  { B::host_accessible } -> std::convertible_to<bool>;
+  { B::name } -> std::convertible_to<const char*>;
+};
+
+}  // namespace luminal

@@ -1,0 +1,60 @@
+// Element types. A node's element type is an ordinary C++ type carried in its type.
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+namespace luminal {
+
+using f32 = float;
+using f64 = double;
+using i32 = std::int32_t;
+using boolean = bool;
+
+/// The element types a tensor may hold.
+template <class T>
+concept element_type = std::is_same_v<T, f32> || std::is_same_v<T, f64> ||
+                       std::is_same_v<T, i32> || std::is_same_v<T, boolean>;
+
+template <class T>
+concept floating_element = std::is_same_v<T, f32> || std::is_same_v<T, f64>;
+
+template <element_type T>
+constexpr std::string_view dtype_name() {
+  if constexpr (std::is_same_v<T, f32>) return "f32";
+  else if constexpr (std::is_same_v<T, f64>) return "f64";
+  else if constexpr (std::is_same_v<T, i32>) return "i32";
+  else return "bool";
+}
+
+/// Runtime tag for the API edge (binding buffers whose type is only known at run time).
+enum class dtype_tag { f32, f64, i32, boolean };
+
+template <element_type T>
+constexpr dtype_tag dtype_of() {
+  if constexpr (std::is_same_v<T, f32>) return dtype_tag::f32;
+  else if constexpr (std::is_same_v<T, f64>) return dtype_tag::f64;
+  else if constexpr (std::is_same_v<T, i32>) return dtype_tag::i32;
+  else return dtype_tag::boolean;
+}
+
+constexpr std::string_view dtype_name(dtype_tag tag) {
+  switch (tag) {
+    case dtype_tag::f32: return "f32";
+    case dtype_tag::f64: return "f64";
+    case dtype_tag::i32: return "i32";
+    default: return "bool";
+  }
+}
+
+/// Index type for element offsets: 64-bit so that >2^31-element tensors work.
+using index_t = std::int64_t;
+
+}  // namespace luminal
+
+#if defined(__CUDACC__)
+#define LUMINAL_HD __host__ __device__
+#else
+#define LUMINAL_HD
+#endif
+#define LUMINAL_INLINE LUMINAL_HD inline

@@ -1,0 +1,101 @@
+// Compile errors that read like sentences. Each error is a class template whose template
+// arguments are the offending shapes or types rendered as text, so the compiler prints
+// "In instantiation of luminal::error::shapes_cannot_broadcast<"(2, 3)", "(4, 3)">"
+// pointing at the user's line, followed by the sentence in the static_assert.
+#pragma once
+#include <string_view>
+
+#include "fixed_string.hpp"
+
+namespace luminal::error {
+
+template <auto...>
+inline constexpr bool always_false = false;
+
+template <auto Left, auto Right>
+struct shapes_cannot_broadcast {
+  static_assert(always_false<Left, Right>,
+                "luminal: shapes cannot be broadcast together: aligned from the right, each "
+                "pair of extents must be equal or one of them 1 (see the two shapes above)");
+};
+
+template <auto Left, auto Right>
+struct matmul_inner_extents_differ {
+  static_assert(always_false<Left, Right>,
+                "luminal: matmul needs the last extent of the left operand to equal the "
+                "second-to-last extent of the right operand (see the two shapes above)");
+};
+
+template <auto Left, auto Right>
+struct matmul_needs_matrices {
+  static_assert(always_false<Left, Right>,
+                "luminal: matmul needs operands of rank 2 or more (see the two shapes above)");
+};
+
+template <auto From, auto To>
+struct reshape_changes_element_count {
+  static_assert(always_false<From, To>,
+                "luminal: reshape must keep the number of elements (see the two shapes above)");
+};
+
+template <auto From, auto To>
+struct cannot_expand {
+  static_assert(always_false<From, To>,
+                "luminal: expand can only stretch extents of size 1 (see the two shapes above)");
+};
+
+template <auto Shape, int Axis>
+struct axis_out_of_range {
+  static_assert(always_false<Shape, Axis>,
+                "luminal: axis is out of range for this shape (see the shape and axis above)");
+};
+
+template <auto Shape, auto Permutation>
+struct not_a_permutation {
+  static_assert(always_false<Shape, Permutation>,
+                "luminal: permute needs each axis exactly once (see the shape and order above)");
+};
+
+template <auto Shape, int Axis, long long Begin, long long End>
+struct slice_out_of_range {
+  static_assert(always_false<Shape, Axis, Begin, End>,
+                "luminal: slice bounds must satisfy 0 <= begin <= end <= extent "
+                "(see the shape, axis, begin and end above)");
+};
+
+template <auto Left, auto Right>
+struct element_types_differ {
+  static_assert(always_false<Left, Right>,
+                "luminal: both operands must have the same element type; convert one with "
+                "cast<T>(x) (see the two element types above)");
+};
+
+template <auto Op, auto Type>
+struct op_needs_floating_point {
+  static_assert(always_false<Op, Type>,
+                "luminal: this op needs a floating-point element type (f32 or f64); "
+                "convert with cast<f32>(x) (see the op and element type above)");
+};
+
+template <auto Op, auto Type>
+struct op_not_for_bool {
+  static_assert(always_false<Op, Type>,
+                "luminal: this op does not take bool operands; convert with cast<T>(x)");
+}; 
+
+template <auto Type>
+struct index_must_be_integer {
+  static_assert(always_false<Type>, "luminal: gather indices must be i32 (see the type above)");
+};
+
+}  // namespace luminal::error
+
+namespace luminal {
+/// A type's name as a template argument the compiler will print: `name_text<"f32">`.
+template <std::size_t N>
+constexpr text<16> type_text(const char (&name)[N]) {
+  text<16> out;
+  out.append(std::string_view(name, N - 1));
+  return out;
+}
+}  // namespace luminal

@@ -1,0 +1,40 @@
+// Compile-time strings usable as template parameters: leaf names ("fc1.weight") and
+// symbolic extents ("Batch") are part of a node's type, so they must be structural.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <string_view>
+
+namespace luminal {
+
+/// A string literal as a non-type template parameter: `Input<"x", ...>`.
+template <std::size_t N>
+struct fixed_string {
+  char chars[N]{};
+  constexpr fixed_string(const char (&text)[N]) { std::copy_n(text, N, chars); }
+  constexpr std::string_view view() const { return {chars, N - 1}; }
+  constexpr std::size_t size() const { return N - 1; }
+  constexpr const char* c_str() const { return chars; }
+};
+
+/// A fixed-capacity string built in constexpr code; used to render shapes into the
+/// template arguments of compile errors so that the compiler prints them verbatim.
+template <std::size_t Capacity>
+struct text {
+  char chars[Capacity]{};
+  std::size_t length = 0;
+  constexpr void append(std::string_view piece) {
+    for (char c : piece)
+      if (length + 1 < Capacity) chars[length++] = c;
+  }
+  constexpr void append_int(long long value) {
+    if (value < 0) { append("-"); value = -value; }
+    char digits[24]{};
+    int count = 0;
+    do { digits[count++] = char('0' + value % 10); value /= 10; } while (value != 0);
+    while (count > 0) { char one[2] = {digits[--count], 0}; append(one); }
+  }
+  constexpr std::string_view view() const { return {chars, length}; }
+};
+
+}  // namespace luminal

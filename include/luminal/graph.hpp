@@ -1,0 +1,115 @@
+// Walking the static graph: the topologically ordered, duplicate-free list of node types
+// reachable from a set of outputs, and a flat constexpr table of it that the planner and
+// the reverse pass read with ordinary loops instead of deep template recursion.
+#pragma once
+#include <array>
+#include <boost/mp11/algorithm.hpp>
+#include <boost/mp11/list.hpp>
+
+#include "node.hpp"
+
+namespace luminal {
+
+namespace detail {
+template <class Visited, class N>
+struct visit;
+
+template <class Visited, class Children>
+struct visit_all;
+template <class Visited>
+struct visit_all<Visited, boost::mp11::mp_list<>> {
+  using type = Visited;
+};
+template <class Visited, class First, class... Rest>
+struct visit_all<Visited, boost::mp11::mp_list<First, Rest...>> {
+  using type = typename visit_all<typename visit<Visited, First>::type, boost::mp11::mp_list<Rest...>>::type;
+};
+
+template <class Visited, class N>
+struct visit {
+  using type = boost::mp11::mp_if<
+      boost::mp11::mp_contains<Visited, N>, Visited,
+      boost::mp11::mp_push_back<typename visit_all<Visited, typename N::children>::type, N>>;
+};
+}  // namespace detail
+
+/// All nodes reachable from Outputs, children before parents, each once.
+template <class... Outputs>
+using topo_nodes = typename detail::visit_all<boost::mp11::mp_list<>, boost::mp11::mp_list<Outputs...>>::type;
+
+/// Position of node type N in the list L.
+template <class L, class N>
+inline constexpr int node_id = int(boost::mp11::mp_find<L, N>::value);
+
+/// One row of the flat graph table.
+struct node_info {
+  op_kind kind{};
+  int child_count = 0;
+  std::array<int, 3> children{-1, -1, -1};
+  int cost = 1;               // scalar work to recompute this node inline, before fusion
+  int rank = 0;
+  bool is_last_two_transpose = false;  // a Permute that swaps only the last two axes
+  bool is_batch_expand = false;        // an Expand that leaves the last two axes alone
+};
+
+namespace detail {
+template <class N>
+constexpr int op_cost() {
+  if constexpr (N::kind == op_kind::map) return N::op::functor::cost;
+  else if constexpr (N::kind == op_kind::view) return 2;
+  else return 1;
+}
+template <class N>
+constexpr bool last_two_transpose() {
+  if constexpr (N::kind == op_kind::view) {
+    if constexpr (requires { N::op::order; }) {
+      constexpr auto order = N::op::order;
+      constexpr std::size_t R = order.size();
+      if (R < 2) return false;
+      for (std::size_t k = 0; k + 2 < R; ++k)
+        if (order[k] != int(k)) return false;
+      return order[R - 2] == int(R - 1) && order[R - 1] == int(R - 2);
+    }
+  }
+  return false;
+}
+template <class N>
+constexpr bool batch_expand() {
+  if constexpr (N::kind == op_kind::view) {
+    if constexpr (N::op::name == std::string_view("expand")) {
+      using In = typename boost::mp11::mp_first<typename N::children>::shape;
+      using Out = typename N::shape;
+      if constexpr (In::rank >= 2) {
+        return In::dims[In::rank - 1] == Out::dims[Out::rank - 1] &&
+               In::dims[In::rank - 2] == Out::dims[Out::rank - 2];
+      }
+    }
+  }
+  return false;
+}
+template <class L, class... C>
+constexpr void fill_children(node_info& info, boost::mp11::mp_list<C...>) {
+  ((info.children[info.child_count++] = node_id<L, C>), ...);
+}
+template <class L, class N>
+constexpr node_info make_info() {
+  node_info info;
+  info.kind = N::kind;
+  info.cost = op_cost<N>();
+  info.rank = int(N::shape::rank);
+  info.is_last_two_transpose = last_two_transpose<N>();
+  info.is_batch_expand = batch_expand<N>();
+  fill_children<L>(info, typename N::children{});
+  return info;
+}
+template <class L, class... N>
+constexpr auto make_table(boost::mp11::mp_list<N...>) {
+  return std::array<node_info, sizeof...(N)>{make_info<L, N>()...};
+}
+}  // namespace detail
+
+/// The graph of nodes L as a constexpr array of node_info.
+template <class L>
+inline constexpr auto graph_table = detail::make_table<L>(L{});
+
+}  // namespace luminal

@@ -1,0 +1,134 @@
+// The three kernel shapes a plan launches: a fused elementwise loop, a reduction over one
+// axis (with the reduced expression fused into its inner loop), and batched GEMM.
+#pragma once
+#include <boost/mp11/algorithm.hpp>
+
+#include "eval.hpp"
+
+namespace luminal {
+
+template <class Eval, class N>
+struct elementwise_body {
+  kernel_context ctx;
+  value_t<N>* out;
+  LUMINAL_HD void operator()(index_t begin, index_t end) const {
+    for (index_t i = begin; i < end; ++i) out[i] = Eval::template at<N, true>(ctx, i);
+  }
+};
+
+template <class Eval, class N>
+struct reduce_body {
+  using T = value_t<N>;
+  using F = typename N::op::functor;
+  using Child = boost::mp11::mp_first<typename N::children>;
+  kernel_context ctx;
+  T* out;
+  index_t extent, inner;
+  LUMINAL_HD void operator()(index_t begin, index_t end) const {
+    for (index_t o = begin; o < end; ++o) {
+      index_t base = (o / inner) * extent * inner + o % inner;
+      T acc = F::template identity<T>();
+      for (index_t k = 0; k < extent; ++k) acc = F::combine(acc, Eval::template at<Child>(ctx, base + k * inner));
+      out[o] = acc;
+    }
+  }
+};
+
+/// Runs kernels of one program; host-side tables give extents and buffer addresses.
+template <class B, class Layout>
+struct kernel_runner {
+  using eval = evaluator<Layout>;
+  B& backend;
+  kernel_context ctx;
+  void* const* buffers;      // host copy of the device pointers
+  const index_t* dims;       // host copy of the extents table
+
+  template <class N>
+  const index_t* dims_of() const { return dims + Layout::template id<N> * Layout::max_rank; }
+  template <class N>
+  index_t count_of() const {
+    index_t n = 1;
+    for (std::size_t k = 0; k < N::shape::rank; ++k) n *= dims_of<N>()[k];
+    return n;
+  }
+
+  template <class N>
+  void run() {
+    using T = value_t<N>;
+    T* out = static_cast<T*>(buffers[Layout::template id<N>]);
+    if constexpr (N::kind == op_kind::reduce) {
+      using Child = boost::mp11::mp_first<typename N::children>;
+      constexpr int axis = N::op::axis;
+      const index_t* in = dims_of<Child>();
+      index_t inner = 1;
+      for (std::size_t k = axis + 1; k < Child::shape::rank; ++k) inner *= in[k];
+      backend.parallel_for(count_of<N>(), reduce_body<eval, N>{ctx, out, in[axis], inner});
+    } else if constexpr (N::kind == op_kind::matmul) {
+      run_matmul<N>(out);
+    } else {
+      backend.parallel_for(count_of<N>(), elementwise_body<eval, N>{ctx, out});
+    }
+  }
+
+  /// How a GEMM reads one operand: the stored node, whether it is transposed, and its
+  /// extents (batch axes of the stored node may be fewer or 1: broadcast).
+  template <class Operand>
+  struct gemm_operand {
+    static constexpr auto& table = Layout::table;
+    static constexpr int operand_id = Layout::template id<Operand>;
+    static constexpr int unexpanded = table[operand_id].is_batch_expand ? table[operand_id].children[0] : operand_id;
+    static constexpr bool transposed = table[unexpanded].is_last_two_transpose;
+    static constexpr int base_id = transposed ? table[unexpanded].children[0] : unexpanded;
+    static constexpr int base_rank = table[base_id].rank;
+  };
+
+  template <class N, class T>
+  void run_matmul(T* out) {
+    using A = boost::mp11::mp_first<typename N::children>;
+    using Bop = boost::mp11::mp_second<typename N::children>;
+    using OA = gemm_operand<A>;
+    using OB = gemm_operand<Bop>;
+    constexpr std::size_t R = N::shape::rank;
+    const index_t* od = dims_of<N>();
+    const index_t* ad = dims_of<A>();
+    index_t m = od[R - 2], n = od[R - 1], k = ad[R - 1];
+    index_t batches = 1;
+    for (std::size_t i = 0; i + 2 < R; ++i) batches *= od[i];
+    if (m == 0 || n == 0 || batches == 0) return;
+    if (k == 0) {
+      backend.parallel_for(batches * m * n, [out] LUMINAL_HD(index_t b, index_t e) {
+        for (index_t i = b; i < e; ++i) out[i] = T(0);
+      });
+      return;
+    }
+    const T* a = static_cast<const T*>(buffers[OA::base_id]);
+    const T* b = static_cast<const T*>(buffers[OB::base_id]);
+    const index_t* abase = dims + OA::base_id * Layout::max_rank;
+    const index_t* bbase = dims + OB::base_id * Layout::max_rank;
+    // Row-major leading dimensions of the stored matrices.
+    index_t lda = abase[OA::base_rank - 1], ldb = bbase[OB::base_rank - 1];
+    for (index_t batch = 0; batch < batches; ++batch) {
+      index_t a_offset = batch_offset<OA::base_rank>(batch, od, R, abase);
+      index_t b_offset = batch_offset<OB::base_rank>(batch, od, R, bbase);
+      backend.gemm(OA::transposed, OB::transposed, m, n, k, a + a_offset, std::max<index_t>(lda, 1), b + b_offset,
+                   std::max<index_t>(ldb, 1), out + batch * m * n, std::max<index_t>(n, 1));
+    }
+  }
+
+  /// Flat offset of output batch `batch` inside a stored operand whose batch axes are
+  /// aligned to the right and broadcast where their extent is 1.
+  template <int BaseRank>
+  static index_t batch_offset(index_t batch, const index_t* out_dims, std::size_t out_rank, const index_t* base) {
+    index_t matrix = base[BaseRank - 2] * base[BaseRank - 1];
+    index_t offset = 0, stride = matrix;
+    for (int axis = BaseRank - 3, out_axis = int(out_rank) - 3; axis >= 0; --axis, --out_axis) {
+      index_t coord = batch % out_dims[out_axis];
+      batch /= out_dims[out_axis];
+      if (base[axis] != 1) offset += coord * stride;
+      stride *= base[axis];
+    }
+    return offset;
+  }
+};
+
+}  // namespace luminal

@@ -1,0 +1,158 @@
+// The graph is a type. Every expression is an empty value whose type names its op, its
+// children, its element type and its shape; the same type is the same node, so common
+// subexpressions collapse by type identity and nothing is computed while building.
+#pragma once
+#include <boost/mp11/list.hpp>
+#include <boost/mp11/utility.hpp>
+#include <type_traits>
+
+#include "dtype.hpp"
+#include "shape.hpp"
+
+namespace luminal {
+
+/// How a node is computed; the planner and evaluator dispatch on this.
+enum class op_kind {
+  input,      // leaf bound at run time (inputs and parameters)
+  constant,   // compile-time scalar
+  extent,     // scalar holding the runtime value of an extent
+  map,        // elementwise function of same-shape children
+  view,       // index remapping of one child: no data moves
+  reduce,     // sum / max over one axis (kept as size 1)
+  matmul,     // batched matrix product
+  gather,     // rows of a table picked by an integer index tensor
+  iota,       // index along an axis
+};
+
+/// Marker base for every node type.
+struct node_base {};
+
+template <class T>
+concept expression = std::is_base_of_v<node_base, std::remove_cvref_t<T>>;
+
+/// A computed node: `Op` is a small functor/trait type, the children are node types.
+/// One generic node for every op, as in xtensor's xfunction.
+template <class Op, class... Children>
+struct Node : node_base {
+  using op = Op;
+  using children = boost::mp11::mp_list<Children...>;
+  // mp_quote lets an op declare `template <class T, class U> using value_type` and still
+  // receive the children's types as a pack.
+  using value_type = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template value_type>,
+                                              typename Children::value_type...>;
+  using shape = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template shape>, typename Children::shape...>;
+  static constexpr op_kind kind = Op::kind;
+};
+
+/// Whether a leaf is data fed each run (input) or trained state (parameter).
+enum class leaf_role { input, parameter };
+
+/// A named leaf: `Input<"x", f32, Shape<Batch, 784>>`. Names double as checkpoint keys.
+template <fixed_string Name, element_type T, shape_type S, leaf_role Role>
+struct Leaf : node_base {
+  using children = boost::mp11::mp_list<>;
+  using value_type = T;
+  using shape = S;
+  static constexpr op_kind kind = op_kind::input;
+  static constexpr leaf_role role = Role;
+  static constexpr auto name = Name;
+};
+
+template <fixed_string Name, element_type T, shape_type S>
+using Input = Leaf<Name, T, S, leaf_role::input>;
+template <fixed_string Name, element_type T, shape_type S>
+using Param = Leaf<Name, T, S, leaf_role::parameter>;
+
+/// A data input: `auto x = input<"x", f32>(shape<Batch, 784>);`
+template <fixed_string Name, element_type T, Dim... D>
+constexpr Input<Name, T, Shape<D...>> input(Shape<D...> = {}) { return {}; }
+
+/// A trainable parameter: `auto w = param<"fc1.weight", f32>(shape<784, 256>);`
+template <fixed_string Name, element_type T, Dim... D>
+constexpr Param<Name, T, Shape<D...>> param(Shape<D...> = {}) { return {}; }
+
+/// A typed scalar constant; its value is part of its type.
+template <element_type T, T Value>
+struct Const : node_base {
+  using children = boost::mp11::mp_list<>;
+  using value_type = T;
+  using shape = Shape<>;
+  static constexpr op_kind kind = op_kind::constant;
+  static constexpr T value = Value;
+};
+
+/// `constant<f32, 0.5f>` as a value.
+template <element_type T, T Value>
+inline constexpr Const<T, Value> constant{};
+
+/// A weakly typed literal (`2.0_c`, `c<2>`): it takes the element type of the other
+/// operand, as a Python number does in PyTorch or JAX.
+template <double Value>
+struct Literal : node_base {
+  using children = boost::mp11::mp_list<>;
+  using value_type = double;
+  using shape = Shape<>;
+  static constexpr op_kind kind = op_kind::constant;
+  static constexpr double value = Value;
+};
+
+/// `c<2>` or `c<0.5>`: a weakly typed compile-time constant (see Literal).
+template <auto Value>
+inline constexpr Literal<double(Value)> c{};
+
+template <class T>
+struct is_literal : std::false_type {};
+template <double V>
+struct is_literal<Literal<V>> : std::true_type {};
+
+namespace detail {
+template <char... Cs>
+consteval double parse_number() {
+  constexpr char chars[] = {Cs...};
+  double mantissa = 0, fraction_scale = 1;
+  bool in_fraction = false;
+  int exponent = 0, exponent_sign = 1;
+  bool in_exponent = false;
+  for (char ch : chars) {
+    if (ch == '\'') continue;
+    if (ch == '.') { in_fraction = true; continue; }
+    if (ch == 'e' || ch == 'E') { in_exponent = true; continue; }
+    if (in_exponent) {
+      if (ch == '-') exponent_sign = -1;
+      else if (ch != '+') exponent = exponent * 10 + (ch - '0');
+      continue;
+    }
+    mantissa = mantissa * 10 + (ch - '0');
+    if (in_fraction) fraction_scale *= 10;
+  }
+  double value = mantissa / fraction_scale;
+  for (int i = 0; i < exponent; ++i) value = exponent_sign > 0 ? value * 10 : value / 10;
+  return value;
+}
+}  // namespace detail
+
+inline namespace literals {
+/// `x * 2.0_c`: a compile-time constant that adopts x's element type.
+template <char... Cs>
+consteval auto operator""_c() { return Literal<detail::parse_number<Cs...>()>{}; }
+}  // namespace literals
+
+/// A scalar holding the runtime value of an extent (the length of a symbolic axis), so
+/// that `mean` over a `Batch` axis divides by the bound batch size.
+template <Dim D, element_type T>
+struct Extent : node_base {
+  using children = boost::mp11::mp_list<>;
+  using value_type = T;
+  using shape = Shape<>;
+  static constexpr op_kind kind = op_kind::extent;
+  static constexpr Dim dim = D;
+};
+
+template <class N>
+using value_t = typename std::remove_cvref_t<N>::value_type;
+template <class N>
+using shape_t = typename std::remove_cvref_t<N>::shape;
+template <class N>
+inline constexpr std::size_t rank_v = shape_t<N>::rank;
+
+}  // namespace luminal

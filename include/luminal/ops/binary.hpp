@@ -1,0 +1,103 @@
+// Primitive binary ops: add mul mod less_than max, with NumPy broadcasting made explicit
+// as expand views so that every Map node has same-shape children.
+#pragma once
+#include "expand.hpp"
+#include "map.hpp"
+
+namespace luminal {
+
+namespace fn {
+struct Add : same_type_result {
+  static constexpr std::string_view name = "add";
+  static constexpr int cost = 1;
+  static constexpr bool floating_only = false, takes_bool = false;
+  template <class T> LUMINAL_HD static T apply(T a, T b) { return a + b; }
+};
+struct Mul : same_type_result {
+  static constexpr std::string_view name = "mul";
+  static constexpr int cost = 1;
+  static constexpr bool floating_only = false, takes_bool = false;
+  template <class T> LUMINAL_HD static T apply(T a, T b) { return a * b; }
+};
+/// Remainder with the sign of the dividend (C's fmod / %), as torch.fmod.
+struct Mod : same_type_result {
+  static constexpr std::string_view name = "mod";
+  static constexpr int cost = 4;
+  static constexpr bool floating_only = false, takes_bool = false;
+  template <class T> LUMINAL_HD static T apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) { using std::fmod; return fmod(a, b); }
+    else return b == 0 ? T(0) : T(a % b);
+  }
+};
+struct LessThan {
+  static constexpr std::string_view name = "less_than";
+  static constexpr int cost = 1;
+  static constexpr bool floating_only = false, takes_bool = true;
+  template <class T, class U> using result = bool;
+  template <class T> LUMINAL_HD static bool apply(T a, T b) { return a < b; }
+};
+/// Maximum that propagates NaN, as torch.maximum.
+struct Max : same_type_result {
+  static constexpr std::string_view name = "max";
+  static constexpr int cost = 1;
+  static constexpr bool floating_only = false, takes_bool = true;
+  template <class T> LUMINAL_HD static T apply(T a, T b) { return (a > b || a != a) ? a : b; }
+};
+}  // namespace fn
+
+namespace detail {
+/// A literal operand takes the element type of the other one.
+template <class Self, class Other>
+constexpr auto typed_operand() {
+  if constexpr (is_literal<Self>::value) {
+    using T = std::conditional_t<is_literal<Other>::value, f64, value_t<Other>>;
+    return Const<T, static_cast<T>(Self::value)>{};
+  } else {
+    return Self{};
+  }
+}
+}  // namespace detail
+
+/// The shape both operands broadcast to; a readable compile error otherwise.
+template <class SA, class SB>
+constexpr auto broadcast_shapes() {
+  constexpr auto rule = broadcast_rule(SA::dims, SB::dims);
+  if constexpr (!rule.ok) {
+    (void)error::shapes_cannot_broadcast<SA::text, SB::text>{};
+    return SA{};
+  } else {
+    return shape_from<rule.dims>{};
+  }
+}
+
+template <class F, expression A, expression B>
+constexpr auto make_binary(A, B) {
+  using TA = decltype(detail::typed_operand<std::remove_cvref_t<A>, std::remove_cvref_t<B>>());
+  using TB = decltype(detail::typed_operand<std::remove_cvref_t<B>, std::remove_cvref_t<A>>());
+  // Each failure stops here, so the user sees one error, not a cascade.
+  if constexpr (!std::is_same_v<value_t<TA>, value_t<TB>>) {
+    (void)error::element_types_differ<dtype_text<value_t<TA>>(), dtype_text<value_t<TB>>()>{};
+    return TA{};
+  } else if constexpr (!broadcast_rule(shape_t<TA>::dims, shape_t<TB>::dims).ok) {
+    (void)error::shapes_cannot_broadcast<shape_t<TA>::text, shape_t<TB>::text>{};
+    return TA{};
+  } else {
+    detail::check_operand_type<F, value_t<TA>>();
+    using S = decltype(broadcast_shapes<shape_t<TA>, shape_t<TB>>());
+    return Node<Map<F>, decltype(expand(TA{}, S{})), decltype(expand(TB{}, S{}))>{};
+  }
+}
+
+/// a + b with broadcasting. `auto y = x + bias;`
+template <expression A, expression B> constexpr auto operator+(A a, B b) { return make_binary<fn::Add>(a, b); }
+/// a * b with broadcasting.
+template <expression A, expression B> constexpr auto operator*(A a, B b) { return make_binary<fn::Mul>(a, b); }
+/// Remainder with the sign of a (fmod); integer division by zero gives 0.
+template <expression A, expression B> constexpr auto mod(A a, B b) { return make_binary<fn::Mod>(a, b); }
+template <expression A, expression B> constexpr auto operator%(A a, B b) { return mod(a, b); }
+/// a < b as bool, with broadcasting.
+template <expression A, expression B> constexpr auto less_than(A a, B b) { return make_binary<fn::LessThan>(a, b); }
+/// Elementwise maximum (NaN propagates).
+template <expression A, expression B> constexpr auto max(A a, B b) { return make_binary<fn::Max>(a, b); }
+
+}  // namespace luminal

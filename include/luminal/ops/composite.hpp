@@ -1,0 +1,63 @@
+// Composite elementwise ops, written in terms of the primitives only. A composite needs
+// no gradient rule of its own: the reverse pass differentiates its primitives.
+#pragma once
+#include <numbers>
+
+#include "binary.hpp"
+#include "cast.hpp"
+#include "unary.hpp"
+#include "where.hpp"
+
+namespace luminal {
+
+/// a - b with broadcasting.
+template <expression A, expression B> constexpr auto operator-(A a, B b) { return a + neg(b); }
+/// a / b with broadcasting (floating point).
+template <expression A, expression B> constexpr auto operator/(A a, B b) {
+  if constexpr (is_literal<std::remove_cvref_t<B>>::value) return a * c<1.0 / std::remove_cvref_t<B>::value>;
+  else return a * recip(b);
+}
+/// Elementwise minimum (NaN propagates).
+template <expression A, expression B> constexpr auto min(A a, B b) { return neg(max(neg(a), neg(b))); }
+/// a > b, a <= b, a >= b as bool.
+template <expression A, expression B> constexpr auto greater_than(A a, B b) { return less_than(b, a); }
+template <expression X> constexpr auto logical_not(X x) { return less_than(cast<i32>(x), c<1>); }
+template <expression A, expression B> constexpr auto less_equal(A a, B b) { return logical_not(less_than(b, a)); }
+template <expression A, expression B> constexpr auto greater_equal(A a, B b) { return logical_not(less_than(a, b)); }
+
+/// e^x = 2^(x log2 e).
+template <expression X> constexpr auto exp(X x) { return exp2(x * c<std::numbers::log2e>); }
+/// Natural log = log2(x) ln 2.
+template <expression X> constexpr auto log(X x) { return log2(x) * c<std::numbers::ln2>; }
+/// a^b = 2^(b log2 a), defined for a > 0 (and 0^b = 0 for b > 0).
+template <expression A, expression B> constexpr auto pow(A a, B b) { return exp2(b * log2(a)); }
+/// x*x.
+template <expression X> constexpr auto square(X x) { return x * x; }
+/// |x| = max(x, -x).
+template <expression X> constexpr auto abs(X x) { return max(x, neg(x)); }
+/// max(x, 0).
+template <expression X> constexpr auto relu(X x) { return max(x, c<0.0>); }
+/// x for x >= 0, Slope*x otherwise (Slope in [0, 1]).
+template <double Slope = 0.01, expression X> constexpr auto leaky_relu(X x) {
+  static_assert(Slope >= 0 && Slope <= 1, "luminal: leaky_relu needs 0 <= slope <= 1");
+  return max(x, x * c<Slope>);
+}
+/// 1 / (1 + e^-x).
+template <expression X> constexpr auto sigmoid(X x) { return recip(exp(neg(x)) + c<1.0>); }
+/// tanh x = 2 sigmoid(2x) - 1.
+template <expression X> constexpr auto tanh(X x) { return sigmoid(x * c<2.0>) * c<2.0> - c<1.0>; }
+/// log(1 + e^x), stable: max(x, 0) + log(1 + e^-|x|).
+template <expression X> constexpr auto softplus(X x) { return relu(x) + log(exp(neg(abs(x))) + c<1.0>); }
+/// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as
+/// torch.nn.functional.gelu(x, approximate="tanh").
+template <expression X> constexpr auto gelu(X x) {
+  constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
+  return x * c<0.5> * (tanh((x + x * x * x * c<0.044715>) * c<k>) + c<1.0>);
+}
+/// min(max(x, lo), hi).
+template <double Lo, double Hi, expression X> constexpr auto clamp(X x) {
+  static_assert(Lo <= Hi, "luminal: clamp needs Lo <= Hi");
+  return min(max(x, c<Lo>), c<Hi>);
+}
+
+}  // namespace luminal

@@ -1,0 +1,70 @@
+// Batched matrix product: [..., M, K] x [..., K, N] -> [..., M, N]. The primitive needs
+// equal batch extents; `matmul` broadcasts batch axes with expand views first.
+#pragma once
+#include "../errors.hpp"
+#include "expand.hpp"
+
+namespace luminal {
+
+struct MatMul {
+  static constexpr op_kind kind = op_kind::matmul;
+  static constexpr std::string_view name = "matmul";
+  template <class T, class U>
+  using value_type = T;
+  template <class A, class B>
+  static constexpr auto product_dims() {
+    auto dims = A::dims;
+    dims[A::rank - 1] = B::dims[B::rank - 1];
+    return dims;
+  }
+  template <class A, class B>
+  using shape = shape_from<product_dims<A, B>()>;
+};
+
+namespace detail {
+template <class S, std::size_t R>
+constexpr auto batch_dims_padded() {
+  dims_t<R - 2> dims{};
+  for (std::size_t k = 0; k < R - 2; ++k) dims[k] = Dim{1};
+  for (std::size_t k = 0; k + 2 < S::rank; ++k) dims[k + (R - S::rank)] = S::dims[k];
+  return dims;
+}
+template <class S, std::size_t B>
+constexpr auto with_batch(const dims_t<B>& batch) {
+  dims_t<B + 2> dims{};
+  for (std::size_t k = 0; k < B; ++k) dims[k] = batch[k];
+  dims[B] = S::dims[S::rank - 2];
+  dims[B + 1] = S::dims[S::rank - 1];
+  return dims;
+}
+}  // namespace detail
+
+/// Matrix product with NumPy batch broadcasting: `matmul(x, w)` for x [Batch, 784] and
+/// w [784, 256]; `matmul(q, transpose(k))` for [B, H, S, D] operands. Floating point only.
+template <expression A, expression B>
+constexpr auto matmul(A a, B b) {
+  using SA = shape_t<A>;
+  using SB = shape_t<B>;
+  if constexpr (SA::rank < 2 || SB::rank < 2) {
+    (void)error::matmul_needs_matrices<SA::text, SB::text>{};
+    return a;
+  } else if constexpr (!(SA::dims[SA::rank - 1] == SB::dims[SB::rank - 2])) {
+    (void)error::matmul_inner_extents_differ<SA::text, SB::text>{};
+    return a;
+  } else {
+    static_assert(std::is_same_v<value_t<A>, value_t<B>>, "luminal: matmul operands must have the same element type");
+    static_assert(floating_element<value_t<A>>, "luminal: matmul needs f32 or f64 operands");
+    constexpr std::size_t R = SA::rank > SB::rank ? SA::rank : SB::rank;
+    constexpr auto rule = broadcast_rule(detail::batch_dims_padded<SA, R>(), detail::batch_dims_padded<SB, R>());
+    if constexpr (!rule.ok) {
+      (void)error::shapes_cannot_broadcast<SA::text, SB::text>{};
+      return a;
+    } else {
+      using TA = shape_from<detail::with_batch<SA>(rule.dims)>;
+      using TB = shape_from<detail::with_batch<SB>(rule.dims)>;
+      return Node<MatMul, decltype(expand(a, TA{})), decltype(expand(b, TB{}))>{};
+    }
+  }
+}
+
+}  // namespace luminal

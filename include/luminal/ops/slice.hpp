@@ -1,0 +1,101 @@
+// slice and pad along one axis: exact adjoints of each other, both views.
+#pragma once
+#include "../errors.hpp"
+#include "view.hpp"
+
+namespace luminal {
+
+namespace detail {
+template <std::size_t R>
+LUMINAL_INLINE index_t shift_along_axis(index_t i, const extents<R>& out, const extents<R>& in,
+                                        std::size_t axis, index_t shift, bool* outside) {
+  index_t inner = inner_size(out, axis);
+  index_t outer = i / (inner * out[axis]);
+  index_t a = (i / inner) % out[axis] + shift;
+  *outside = a < 0 || a >= in[axis];
+  return (outer * in[axis] + a) * inner + i % inner;
+}
+}  // namespace detail
+
+/// Elements [Begin, End) of axis Axis. On a symbolic axis End may be <= 0, counting
+/// from the end as in Python (End = 0 means "to the end").
+template <int Axis, long long Begin, long long End>
+struct Slice : view_op {
+  static constexpr std::string_view name = "slice";
+  template <class In>
+  static constexpr auto sliced_dims() {
+    auto dims = In::dims;
+    Dim& d = dims[Axis];
+    if (d.is_static()) d = Dim{(End <= 0 ? d.offset + End : End) - Begin};
+    else d = d + (End - Begin);  // End <= 0 on symbolic axes
+    return dims;
+  }
+  template <class In>
+  using shape = shape_from<sliced_dims<In>()>;
+  template <std::size_t R>
+  LUMINAL_HD static index_t source(index_t i, const extents<R>& out, const extents<R>& in) {
+    bool outside = false;
+    return detail::shift_along_axis(i, out, in, Axis, Begin, &outside);
+  }
+};
+
+/// Before and After zeros (or Value) around axis Axis.
+template <int Axis, long long Before, long long After, double Value>
+struct Pad : view_op {
+  static constexpr std::string_view name = "pad";
+  static constexpr double pad_value = Value;
+  template <class In>
+  static constexpr auto padded_dims() {
+    auto dims = In::dims;
+    dims[Axis] = dims[Axis] + (Before + After);
+    return dims;
+  }
+  template <class In>
+  using shape = shape_from<padded_dims<In>()>;
+  /// Returns -1 for an element in the padding.
+  template <std::size_t R>
+  LUMINAL_HD static index_t source(index_t i, const extents<R>& out, const extents<R>& in) {
+    bool outside = false;
+    index_t flat = detail::shift_along_axis(i, out, in, Axis, -Before, &outside);
+    return outside ? index_t(-1) : flat;
+  }
+};
+
+/// `slice<1, 2, 5>(x)` keeps elements 2, 3, 4 of axis 1. Negative Axis counts from the end.
+template <int Axis, long long Begin, long long End, expression X>
+constexpr auto slice(X) {
+  using In = shape_t<X>;
+  constexpr std::size_t axis = normalize_axis<In::rank>(Axis);
+  if constexpr (axis >= In::rank) {
+    (void)error::axis_out_of_range<In::text, Axis>{};
+    return std::remove_cvref_t<X>{};
+  } else {
+    constexpr Dim d = In::dims[axis];
+    constexpr bool ok = d.is_static()
+                            ? (Begin >= 0 && (End <= 0 ? d.offset + End : End) >= Begin &&
+                               (End <= 0 ? d.offset + End : End) <= d.offset)
+                            : (Begin >= 0 && End <= 0);
+    if constexpr (!ok) {
+      (void)error::slice_out_of_range<In::text, Axis, Begin, End>{};
+      return std::remove_cvref_t<X>{};
+    } else {
+      return Node<Slice<int(axis), Begin, End>, std::remove_cvref_t<X>>{};
+    }
+  }
+}
+
+/// `pad<1, 2, 3>(x)` adds 2 elements before and 3 after along axis 1, filled with Value.
+template <int Axis, long long Before, long long After, double Value = 0.0, expression X>
+constexpr auto pad(X) {
+  using In = shape_t<X>;
+  constexpr std::size_t axis = normalize_axis<In::rank>(Axis);
+  static_assert(Before >= 0 && After >= 0, "luminal: pad amounts must be >= 0 (use slice to remove elements)");
+  if constexpr (axis >= In::rank) {
+    (void)error::axis_out_of_range<In::text, Axis>{};
+    return std::remove_cvref_t<X>{};
+  } else {
+    return Node<Pad<int(axis), Before, After, Value>, std::remove_cvref_t<X>>{};
+  }
+}
+
+}  // namespace luminal

@@ -1,0 +1,62 @@
+// Primitive unary ops: exp2 log2 sin sqrt recip neg.
+#pragma once
+#include "map.hpp"
+
+namespace luminal {
+
+namespace fn {
+struct Exp2 : same_type_result {
+  static constexpr std::string_view name = "exp2";
+  static constexpr int cost = 4;
+  static constexpr bool floating_only = true, takes_bool = false;
+  template <class T> LUMINAL_HD static T apply(T x) { using std::exp2; return exp2(x); }
+};
+struct Log2 : same_type_result {
+  static constexpr std::string_view name = "log2";
+  static constexpr int cost = 4;
+  static constexpr bool floating_only = true, takes_bool = false;
+  template <class T> LUMINAL_HD static T apply(T x) { using std::log2; return log2(x); }
+};
+struct Sin : same_type_result {
+  static constexpr std::string_view name = "sin";
+  static constexpr int cost = 4;
+  static constexpr bool floating_only = true, takes_bool = false;
+  template <class T> LUMINAL_HD static T apply(T x) { using std::sin; return sin(x); }
+};
+struct Sqrt : same_type_result {
+  static constexpr std::string_view name = "sqrt";
+  static constexpr int cost = 2;
+  static constexpr bool floating_only = true, takes_bool = false;
+  template <class T> LUMINAL_HD static T apply(T x) { using std::sqrt; return sqrt(x); }
+};
+struct Recip : same_type_result {
+  static constexpr std::string_view name = "recip";
+  static constexpr int cost = 2;
+  static constexpr bool floating_only = true, takes_bool = false;
+  template <class T> LUMINAL_HD static T apply(T x) { return T(1) / x; }
+};
+struct Neg : same_type_result {
+  static constexpr std::string_view name = "neg";
+  static constexpr int cost = 1;
+  static constexpr bool floating_only = false, takes_bool = false;
+  template <class T> LUMINAL_HD static T apply(T x) { return -x; }
+};
+}  // namespace fn
+
+/// 2^x, elementwise. `auto y = exp2(x);`
+template <expression X> constexpr auto exp2(X x) { return make_unary<fn::Exp2>(x); }
+/// log2(x), elementwise.
+template <expression X> constexpr auto log2(X x) { return make_unary<fn::Log2>(x); }
+/// sin(x), elementwise.
+template <expression X> constexpr auto sin(X x) { return make_unary<fn::Sin>(x); }
+/// sqrt(x), elementwise.
+template <expression X> constexpr auto sqrt(X x) { return make_unary<fn::Sqrt>(x); }
+/// 1/x, elementwise.
+template <expression X> constexpr auto recip(X x) { return make_unary<fn::Recip>(x); }
+/// -x, elementwise.
+template <expression X> constexpr auto neg(X x) { return make_unary<fn::Neg>(x); }
+template <expression X> constexpr auto operator-(X x) { return neg(x); }
+/// A negated literal stays a literal, so it still adopts the other operand's type.
+template <double V> constexpr auto neg(Literal<V>) { return Literal<-V>{}; }
+
+}  // namespace luminal

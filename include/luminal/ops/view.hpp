@@ -1,0 +1,43 @@
+// Movement ops are views: a view node remaps the flat index a kernel asks for to the flat
+// index of its child, so no data moves until a kernel reads through the view.
+#pragma once
+#include <array>
+
+#include "../node.hpp"
+
+namespace luminal {
+
+/// Extents resolved at run time, one per axis; static extents are constants the
+/// compiler folds into the index arithmetic.
+template <std::size_t R>
+using extents = std::array<index_t, R>;
+
+namespace detail {
+/// Coordinates of flat index i in row-major order.
+template <std::size_t R>
+LUMINAL_INLINE std::array<index_t, R> unravel(index_t i, const extents<R>& dims) {
+  std::array<index_t, R> coord{};
+  for (std::size_t k = R; k-- > 0;) {
+    coord[k] = i % dims[k];
+    i /= dims[k];
+  }
+  return coord;
+}
+/// Product of the extents after `axis`: the stride of that axis in row-major order.
+template <std::size_t R>
+LUMINAL_INLINE index_t inner_size(const extents<R>& dims, std::size_t axis) {
+  index_t n = 1;
+  for (std::size_t k = axis + 1; k < R; ++k) n *= dims[k];
+  return n;
+}
+}  // namespace detail
+
+/// A view op marker: `static index_t source(i, out_dims, in_dims)` maps a flat index of
+/// the view to a flat index of its child (or -1 for a padded element).
+struct view_op {
+  static constexpr op_kind kind = op_kind::view;
+  template <class T>
+  using value_type = T;
+};
+
+}  // namespace luminal

@@ -1,0 +1,43 @@
+// where(cond, a, b): the one ternary primitive.
+#pragma once
+#include "binary.hpp"
+
+namespace luminal {
+
+namespace fn {
+struct Where {
+  static constexpr std::string_view name = "where";
+  static constexpr int cost = 1;
+  static constexpr bool floating_only = false, takes_bool = true;
+  template <class C, class T, class U> using result = T;
+  template <class T> LUMINAL_HD static T apply(bool cond, T a, T b) { return cond ? a : b; }
+};
+}  // namespace fn
+
+/// Picks a where cond is true, else b; all three broadcast together.
+/// `auto relu = where(less_than(x, 0.0_c), 0.0_c, x);`
+template <expression C, expression A, expression B>
+constexpr auto where(C, A, B) {
+  static_assert(std::is_same_v<value_t<C>, bool>, "luminal: where's condition must be a bool tensor (compare with less_than)");
+  using TA = decltype(detail::typed_operand<std::remove_cvref_t<A>, std::remove_cvref_t<B>>());
+  using TB = decltype(detail::typed_operand<std::remove_cvref_t<B>, std::remove_cvref_t<A>>());
+  if constexpr (!std::is_same_v<value_t<TA>, value_t<TB>>) {
+    (void)error::element_types_differ<dtype_text<value_t<TA>>(), dtype_text<value_t<TB>>()>{};
+    return TA{};
+  } else if constexpr (!broadcast_rule(shape_t<TA>::dims, shape_t<TB>::dims).ok) {
+    (void)error::shapes_cannot_broadcast<shape_t<TA>::text, shape_t<TB>::text>{};
+    return TA{};
+  } else {
+    using SAB = decltype(broadcast_shapes<shape_t<TA>, shape_t<TB>>());
+    if constexpr (!broadcast_rule(shape_t<C>::dims, SAB::dims).ok) {
+      (void)error::shapes_cannot_broadcast<shape_t<C>::text, SAB::text>{};
+      return TA{};
+    } else {
+      using S = decltype(broadcast_shapes<shape_t<C>, SAB>());
+      return Node<Map<fn::Where>, decltype(expand(std::remove_cvref_t<C>{}, S{})), decltype(expand(TA{}, S{})),
+                  decltype(expand(TB{}, S{}))>{};
+    }
+  }
+}
+
+}  // namespace luminal

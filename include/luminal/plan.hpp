@@ -1,0 +1,105 @@
+// The planner, at compile time: which nodes get a buffer (materialized), which kernels
+// run in which order, and what each kernel reads, so liveness is known before run time.
+// Elementwise chains and views fuse into the kernel of whatever consumes them; reductions,
+// matmuls, outputs and expensive fan-out values are kernel boundaries.
+#pragma once
+#include <array>
+
+#include "graph.hpp"
+
+namespace luminal {
+
+/// A fan-out node whose inline recomputation costs more than this is stored instead.
+inline constexpr int fanout_recompute_limit = 24;
+
+template <std::size_t N, std::size_t NumOutputs>
+struct plan_data {
+  std::array<bool, N> stored{};        // has a buffer: inputs, kernel results
+  std::array<bool, N> is_output{};
+  std::array<int, N> uses{};           // parents that evaluate this node
+  std::array<int, N> inline_cost{};    // cost of evaluating it inline at one index
+  std::array<int, N> kernels{};        // node ids of kernel roots, in run order
+  int kernel_count = 0;
+  std::array<int, N> kernel_of{};      // kernel index producing node i, or -1
+  std::array<int, N> last_use{};       // last kernel index that reads node i
+  std::array<int, N> gemm_base{};      // for a matmul operand chain: the stored base
+};
+
+namespace detail {
+/// Strips views a GEMM can absorb (batch broadcast, last-two transpose) from an operand.
+template <std::size_t N>
+constexpr int gemm_operand_base(const std::array<node_info, N>& table, int id) {
+  if (table[id].is_batch_expand) id = table[id].children[0];
+  if (table[id].is_last_two_transpose) id = table[id].children[0];
+  return id;
+}
+
+template <std::size_t N, std::size_t NumOutputs>
+constexpr auto make_plan(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs) {
+  plan_data<N, NumOutputs> plan;
+  for (int id : outputs) plan.is_output[id] = true;
+  for (std::size_t i = 0; i < N; ++i) {
+    auto kind = table[i].kind;
+    plan.stored[i] = plan.is_output[i] || kind == op_kind::input || kind == op_kind::reduce ||
+                     kind == op_kind::matmul;
+    plan.gemm_base[i] = -1;
+    plan.kernel_of[i] = -1;
+    plan.last_use[i] = -1;
+  }
+  // GEMM reads memory: the base of each operand chain must be stored.
+  for (std::size_t i = 0; i < N; ++i) {
+    if (table[i].kind != op_kind::matmul) continue;
+    for (int k = 0; k < 2; ++k) {
+      int base = gemm_operand_base(table, table[i].children[k]);
+      plan.stored[base] = true;
+      plan.gemm_base[table[i].children[k]] = base;
+    }
+  }
+  // Fan-out: children come first in the table, so one forward pass sees final costs.
+  for (std::size_t i = 0; i < N; ++i)
+    for (int k = 0; k < table[i].child_count; ++k) ++plan.uses[table[i].children[k]];
+  for (std::size_t i = 0; i < N; ++i) {
+    int cost = table[i].cost;
+    for (int k = 0; k < table[i].child_count; ++k) {
+      int child = table[i].children[k];
+      cost += plan.stored[child] ? 1 : plan.inline_cost[child];
+    }
+    plan.inline_cost[i] = cost;
+    bool fusable = table[i].kind == op_kind::map || table[i].kind == op_kind::view ||
+                   table[i].kind == op_kind::gather;
+    if (fusable && plan.uses[i] > 1 && cost > fanout_recompute_limit) {
+      plan.stored[i] = true;
+      plan.inline_cost[i] = 1;
+    }
+  }
+  for (std::size_t i = 0; i < N; ++i) {
+    if (!plan.stored[i] || table[i].kind == op_kind::input) continue;
+    plan.kernel_of[i] = plan.kernel_count;
+    plan.kernels[plan.kernel_count++] = int(i);
+  }
+  // Reads: walk each kernel's inline tree down to stored nodes.
+  for (int k = 0; k < plan.kernel_count; ++k) {
+    std::array<int, N> stack{};
+    std::array<bool, N> seen{};
+    int top = 0;
+    int root = plan.kernels[k];
+    for (int c = 0; c < table[root].child_count; ++c) stack[top++] = table[root].children[c];
+    while (top > 0) {
+      int id = stack[--top];
+      if (seen[id]) continue;
+      seen[id] = true;
+      if (plan.stored[id]) {
+        plan.last_use[id] = k > plan.last_use[id] ? k : plan.last_use[id];
+        continue;
+      }
+      for (int c = 0; c < table[id].child_count; ++c)
+        if (!seen[table[id].children[c]]) stack[top++] = table[id].children[c];
+    }
+  }
+  for (int id : outputs) plan.last_use[id] = plan.kernel_count;  // read by the caller
+  return plan;
+}
+}  // namespace detail
+
+
+}  // namespace luminal

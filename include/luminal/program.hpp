@@ -1,0 +1,414 @@
+// compile(outputs...) -> a program: binds inputs, plans buffers once per set of extents,
+// and runs the fused kernels. A second run with the same extents allocates nothing.
+#pragma once
+#include <algorithm>
+#include <boost/mp11/algorithm.hpp>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "eval.hpp"
+#include "kernels.hpp"
+
+namespace luminal {
+
+/// Bad data at the API edge: unknown or missing input, wrong element type, wrong extent.
+class input_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A kernel found bad data while running (a gather index out of range).
+class run_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <class N>
+using is_leaf_node = std::bool_constant<N::kind == op_kind::input>;
+
+/// A compiled program for the outputs' graph on backend B. Move-only; owns its memory.
+///
+///     auto prog = compile(y);                  // or compile<kokkos<>>(y)
+///     prog.bind("x", xt::xarray<float>{...});  // copies; bind_view() does not
+///     prog.run();
+///     xt::xarray<float> out = prog.output<0>();
+template <class B, expression... Outputs>
+class program {
+ public:
+  using nodes = topo_nodes<Outputs...>;
+  static constexpr std::array<int, sizeof...(Outputs)> output_ids{node_id<nodes, Outputs>...};
+  using layout = program_layout<nodes, output_ids>;
+  static constexpr std::size_t node_count = layout::node_count;
+  static constexpr std::size_t max_rank = layout::max_rank;
+  static constexpr auto plan = layout::plan;
+  using leaves = boost::mp11::mp_filter<is_leaf_node, nodes>;
+  static constexpr std::size_t leaf_count = boost::mp11::mp_size<leaves>::value;
+  template <std::size_t I>
+  using output_node = boost::mp11::mp_at_c<boost::mp11::mp_list<Outputs...>, I>;
+
+  explicit program(B backend = {}) : backend_(std::move(backend)) {
+    dims_.assign(node_count * max_rank, 0);
+    planned_dims_.assign(node_count * max_rank, -1);
+    buffers_device_ = static_cast<void**>(backend_.allocate(node_count * sizeof(void*)));
+    dims_device_ = static_cast<index_t*>(backend_.allocate(dims_.size() * sizeof(index_t)));
+    error_device_ = static_cast<int*>(backend_.allocate(sizeof(int)));
+  }
+  program(const program&) = delete;
+  program& operator=(const program&) = delete;
+  program(program&& other) noexcept { swap(other); }
+  program& operator=(program&& other) noexcept { swap(other); return *this; }
+  ~program() { release(); }
+
+  // ---- inputs -------------------------------------------------------------------------
+
+  /// Binds an input or parameter from an xtensor expression (copied into the program).
+  template <class E>
+  void bind(std::string_view name, const xt::xexpression<E>& array) {
+    const auto& a = array.derived_cast();
+    using T = typename E::value_type;
+    std::array<index_t, 16> shape{};
+    if (a.dimension() > shape.size()) throw input_error("luminal: arrays of rank > 16 are not supported");
+    for (std::size_t k = 0; k < a.dimension(); ++k) shape[k] = index_t(a.shape()[k]);
+    std::span<const index_t> extents(shape.data(), a.dimension());
+    if constexpr (requires { a.data(); }) {
+      if (a.layout() == xt::layout_type::row_major || a.dimension() <= 1) {
+        bind_raw(name, dtype_of<T>(), a.data(), extents, true);
+        return;
+      }
+    }
+    xt::xarray<T, xt::layout_type::row_major> contiguous = a;
+    bind_raw(name, dtype_of<T>(), contiguous.data(), extents, true);
+  }
+
+  /// Binds from raw memory, copied into the program: `bind("x", ptr, {32, 784})`.
+  template <element_type T>
+  void bind(std::string_view name, const T* data, std::span<const index_t> shape) {
+    bind_raw(name, dtype_of<T>(), data, shape, true);
+  }
+  template <element_type T>
+  void bind(std::string_view name, const T* data, std::initializer_list<index_t> shape) {
+    bind_raw(name, dtype_of<T>(), data, std::span<const index_t>(shape.begin(), shape.size()), true);
+  }
+
+  /// Binds without copying: the memory must stay valid and unchanged until run() returns.
+  template <element_type T>
+  void bind_view(std::string_view name, const T* data, std::span<const index_t> shape) {
+    if constexpr (!B::host_accessible)
+      throw input_error(std::string("luminal: bind_view needs host-accessible memory; backend '") + B::name +
+                        "' needs bind(), which copies");
+    bind_raw(name, dtype_of<T>(), data, shape, false);
+  }
+  template <element_type T>
+  void bind_view(std::string_view name, const T* data, std::initializer_list<index_t> shape) {
+    bind_view(name, data, std::span<const index_t>(shape.begin(), shape.size()));
+  }
+
+  // ---- running ------------------------------------------------------------------------
+
+  /// Runs every kernel. Throws input_error for missing or inconsistent inputs.
+  void run() {
+    resolve_symbols();
+    compute_dims();
+    if (!planned_ || dims_ != planned_dims_) replan();
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<leaf_count>>([&](auto I) {
+      buffers_[leaf_id<I>()] = const_cast<void*>(bindings_[I].data);
+    });
+    backend_.to_device(buffers_device_, buffers_.data(), node_count * sizeof(void*));
+    int no_error = 0;
+    backend_.to_device(error_device_, &no_error, sizeof(int));
+    kernel_context ctx{buffers_device_, dims_device_, error_device_};
+    kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data()};
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>([&](auto K) {
+      runner.template run<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>();
+    });
+    int error = 0;
+    backend_.to_host(&error, error_device_, sizeof(int));
+    ran_ = true;
+    if (error) throw run_error("luminal: a gather index was outside the table's first axis");
+  }
+
+  // ---- outputs ------------------------------------------------------------------------
+
+  /// Output I as a new xtensor array (a copy).
+  template <std::size_t I = 0>
+  auto output() const {
+    using N = output_node<I>;
+    using T = value_t<N>;
+    constexpr int id = output_ids[I];
+    require_ran();
+    std::vector<std::size_t> shape(N::shape::rank);
+    for (std::size_t k = 0; k < shape.size(); ++k) shape[k] = std::size_t(dims_[id * max_rank + k]);
+    xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
+    backend_copy_out(out.data(), buffers_[id], out.size() * sizeof(T));
+    return out;
+  }
+
+  /// Copies output I into `destination`, which must hold exactly its element count.
+  template <std::size_t I = 0>
+  void read_output(std::span<value_t<output_node<I>>> destination) const {
+    using T = value_t<output_node<I>>;
+    require_ran();
+    std::size_t count = element_count(output_ids[I]);
+    if (destination.size() != count)
+      throw input_error("luminal: output " + std::to_string(I) + " holds " + std::to_string(count) +
+                        " elements, but the destination holds " + std::to_string(destination.size()));
+    backend_copy_out(destination.data(), buffers_[output_ids[I]], count * sizeof(T));
+  }
+
+  /// Runtime extents of output I after run().
+  template <std::size_t I = 0>
+  std::vector<index_t> output_shape() const {
+    constexpr int id = output_ids[I];
+    return {dims_.begin() + id * max_rank, dims_.begin() + id * max_rank + output_node<I>::shape::rank};
+  }
+
+  // ---- introspection ------------------------------------------------------------------
+
+  /// Number of kernels one run launches (fused elementwise groups, reductions, matmuls).
+  static constexpr int kernel_count() { return plan.kernel_count; }
+  /// Bytes of the buffer arena planned for the current extents (0 before the first run).
+  std::size_t arena_bytes() const { return arena_bytes_; }
+  /// Sum of the bytes every stored intermediate would take without sharing memory.
+  std::size_t unshared_bytes() const { return unshared_bytes_; }
+
+ private:
+  template <std::size_t I>
+  static constexpr int leaf_id() { return node_id<nodes, boost::mp11::mp_at_c<leaves, I>>; }
+
+  struct binding {
+    const void* data = nullptr;      // device-accessible: owned copy or the caller's memory
+    void* owned = nullptr;
+    std::size_t owned_bytes = 0;
+    std::array<index_t, max_rank> dims{};
+    bool bound = false;
+  };
+
+  static std::string input_names() {
+    std::string names;
+    boost::mp11::mp_for_each<leaves>([&](auto leaf) {
+      if (!names.empty()) names += ", ";
+      names += decltype(leaf)::name.view();
+    });
+    return names.empty() ? "(none)" : names;
+  }
+
+  template <class T>
+  static std::string extents_text(std::span<const T> shape) {
+    std::string s = "(";
+    for (std::size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
+    return s + ")";
+  }
+
+  void bind_raw(std::string_view name, dtype_tag type, const void* data, std::span<const index_t> shape, bool copy) {
+    bool found = false;
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<leaf_count>>([&](auto I) {
+      using L = boost::mp11::mp_at_c<leaves, I>;
+      if (found || L::name.view() != name) return;
+      found = true;
+      using T = typename L::value_type;
+      using S = typename L::shape;
+      std::string who = "luminal: input '" + std::string(name) + "' ";
+      if (type != dtype_of<T>())
+        throw input_error(who + "holds " + std::string(dtype_name<T>()) + ", but the data given is " +
+                          std::string(dtype_name(type)));
+      if (shape.size() != S::rank)
+        throw input_error(who + "has shape " + to_string(S::dims) + " of rank " + std::to_string(S::rank) +
+                          ", but the data given has rank " + std::to_string(shape.size()) + ": " +
+                          extents_text(shape));
+      std::size_t count = 1;
+      for (std::size_t k = 0; k < S::rank; ++k) {
+        const Dim& d = S::dims[k];
+        if (shape[k] < 0) throw input_error(who + "was given a negative extent");
+        if (d.is_static() && shape[k] != d.offset)
+          throw input_error(who + "has shape " + to_string(S::dims) + ": axis " + std::to_string(k) +
+                            " must be " + std::to_string(d.offset) + ", but the data given has " +
+                            std::to_string(shape[k]) + " " + extents_text(shape));
+        count *= std::size_t(shape[k]);
+      }
+      if (count > 0 && data == nullptr) throw input_error(who + "was given a null pointer");
+      binding& b = bindings_[I];
+      std::copy(shape.begin(), shape.end(), b.dims.begin());
+      std::size_t bytes = count * sizeof(T);
+      if (copy) {
+        if (b.owned_bytes < bytes) {
+          if (b.owned) backend_.deallocate(b.owned);
+          b.owned = backend_.allocate(bytes);
+          b.owned_bytes = bytes;
+        }
+        backend_.to_device(b.owned, data, bytes);
+        b.data = b.owned;
+      } else {
+        b.data = data;
+      }
+      b.bound = true;
+    });
+    if (!found)
+      throw input_error("luminal: the program has no input named '" + std::string(name) + "'; its inputs are: " +
+                        input_names());
+  }
+
+  /// Fixes each symbol from the first input that has it as an axis; later inputs must agree.
+  void resolve_symbols() {
+    symbols_.count = 0;
+    std::array<std::string_view, symbol_values::capacity> set_by{};
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<leaf_count>>([&](auto I) {
+      using L = boost::mp11::mp_at_c<leaves, I>;
+      const binding& b = bindings_[I];
+      if (!b.bound)
+        throw input_error("luminal: input '" + std::string(L::name.view()) + "' was not bound before run(); bind() it");
+      for (std::size_t k = 0; k < L::shape::rank; ++k) {
+        const Dim& d = L::shape::dims[k];
+        if (d.is_static() || d.scale != 1 || d.offset != 0 || d.symbol_text().find('*') != std::string_view::npos)
+          continue;
+        if (const index_t* known = symbols_.find(d.symbol_text())) {
+          if (*known != b.dims[k])
+            throw input_error("luminal: input '" + std::string(L::name.view()) + "' axis " + std::to_string(k) +
+                              " is " + std::string(d.symbol_text()) + " = " + std::to_string(b.dims[k]) +
+                              ", but input '" + std::string(set_by[index_of(d)]) +
+                              "' set " + std::string(d.symbol_text()) + " = " + std::to_string(*known));
+        } else {
+          set_by[symbols_.count] = L::name.view();
+          symbols_.set(d.symbol_text(), b.dims[k]);
+        }
+      }
+    });
+    // Compound extents (Batch*Seq, Seq+2) on inputs must agree with the symbols' values.
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<leaf_count>>([&](auto I) {
+      using L = boost::mp11::mp_at_c<leaves, I>;
+      for (std::size_t k = 0; k < L::shape::rank; ++k) {
+        const Dim& d = L::shape::dims[k];
+        if (d.is_static()) continue;
+        index_t expected = resolve(d, symbols_);
+        if (expected != bindings_[I].dims[k])
+          throw input_error("luminal: input '" + std::string(L::name.view()) + "' axis " + std::to_string(k) +
+                            " must be " + std::string(shape_text(std::array<Dim, 1>{d}).view()) + " = " +
+                            std::to_string(expected) + ", but the data given has " +
+                            std::to_string(bindings_[I].dims[k]));
+      }
+    });
+  }
+  std::size_t index_of(const Dim& d) const {
+    for (std::size_t i = 0; i < symbols_.count; ++i)
+      if (symbols_.names[i] == d.symbol_text()) return i;
+    return 0;
+  }
+
+  void compute_dims() {
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
+      using N = boost::mp11::mp_at_c<nodes, I>;
+      index_t* row = dims_.data() + I * max_rank;
+      for (std::size_t k = 0; k < N::shape::rank; ++k) row[k] = resolve(N::shape::dims[k], symbols_);
+      if constexpr (N::kind == op_kind::extent) row[0] = resolve(N::dim, symbols_);
+    });
+  }
+
+  std::size_t element_count(int id) const {
+    std::size_t n = 1;
+    for (std::size_t k = 0; k < std::size_t(layout::table[id].rank); ++k) n *= std::size_t(dims_[id * max_rank + k]);
+    return n;
+  }
+
+  /// Places every stored intermediate in one arena: buffers whose lifetimes (producing
+  /// kernel .. last reading kernel) overlap get disjoint ranges; largest first.
+  void replan() {
+    struct request { int id; std::size_t bytes; int first, last; std::size_t offset; };
+    std::vector<request> requests;
+    unshared_bytes_ = 0;
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
+      using N = boost::mp11::mp_at_c<nodes, I>;
+      if constexpr (plan.stored[I] && N::kind != op_kind::input) {
+        std::size_t bytes = (element_count(I) * sizeof(value_t<N>) + 63) / 64 * 64;
+        requests.push_back({int(I), bytes, plan.kernel_of[I], plan.last_use[I], 0});
+        unshared_bytes_ += bytes;
+      }
+    });
+    std::vector<request*> order;
+    for (auto& r : requests) order.push_back(&r);
+    std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });
+    std::vector<request*> placed;
+    std::size_t total = 0;
+    for (request* r : order) {
+      std::size_t offset = 0;
+      for (bool moved = true; moved;) {
+        moved = false;
+        for (request* p : placed) {
+          bool overlap_time = !(p->last < r->first || r->last < p->first);
+          bool overlap_space = offset < p->offset + p->bytes && p->offset < offset + r->bytes;
+          if (overlap_time && overlap_space) { offset = p->offset + p->bytes; moved = true; }
+        }
+      }
+      r->offset = offset;
+      placed.push_back(r);
+      total = std::max(total, offset + r->bytes);
+    }
+    if (total > arena_capacity_) {
+      if (arena_) backend_.deallocate(arena_);
+      arena_ = backend_.allocate(total);
+      arena_capacity_ = total;
+    }
+    arena_bytes_ = total;
+    for (const request& r : requests) buffers_[r.id] = static_cast<char*>(arena_) + r.offset;
+    backend_.to_device(dims_device_, dims_.data(), dims_.size() * sizeof(index_t));
+    planned_dims_ = dims_;
+    planned_ = true;
+  }
+
+  void require_ran() const {
+    if (!ran_) throw input_error("luminal: read an output before run(); call run() first");
+  }
+  void backend_copy_out(void* dst, const void* src, std::size_t bytes) const {
+    const_cast<B&>(backend_).to_host(dst, src, bytes);
+  }
+
+  void swap(program& other) noexcept {
+    std::swap(backend_, other.backend_);
+    std::swap(bindings_, other.bindings_);
+    std::swap(dims_, other.dims_);
+    std::swap(planned_dims_, other.planned_dims_);
+    std::swap(buffers_, other.buffers_);
+    std::swap(buffers_device_, other.buffers_device_);
+    std::swap(dims_device_, other.dims_device_);
+    std::swap(error_device_, other.error_device_);
+    std::swap(arena_, other.arena_);
+    std::swap(arena_capacity_, other.arena_capacity_);
+    std::swap(arena_bytes_, other.arena_bytes_);
+    std::swap(unshared_bytes_, other.unshared_bytes_);
+    std::swap(symbols_, other.symbols_);
+    std::swap(planned_, other.planned_);
+    std::swap(ran_, other.ran_);
+  }
+  void release() noexcept {
+    for (auto& b : bindings_)
+      if (b.owned) backend_.deallocate(b.owned);
+    if (arena_) backend_.deallocate(arena_);
+    if (buffers_device_) backend_.deallocate(buffers_device_);
+    if (dims_device_) backend_.deallocate(dims_device_);
+    if (error_device_) backend_.deallocate(error_device_);
+  }
+
+  B backend_{};
+  std::array<binding, leaf_count> bindings_{};
+  std::vector<index_t> dims_, planned_dims_;
+  std::array<void*, node_count> buffers_{};
+  void** buffers_device_ = nullptr;
+  index_t* dims_device_ = nullptr;
+  int* error_device_ = nullptr;
+  void* arena_ = nullptr;
+  std::size_t arena_capacity_ = 0, arena_bytes_ = 0, unshared_bytes_ = 0;
+  symbol_values symbols_{};
+  bool planned_ = false, ran_ = false;
+};
+
+/// Compiles the graph of `outputs` for backend B (host threads + BLAS by default).
+///     auto prog = compile(loss, logits);
+template <class B = host, expression... Outputs>
+auto compile(Outputs...) {
+  static_assert(sizeof...(Outputs) > 0, "luminal: compile() needs at least one output");
+  static_assert(backend<B>, "luminal: compile<B>: B does not model the backend concept (see backend.hpp)");
+  return program<B, std::remove_cvref_t<Outputs>...>{};
+}
+
+}  // namespace luminal

@@ -1,0 +1,266 @@
+// Shapes mix static extents and named symbolic extents resolved at run time (like
+// CuTe's mixed static/dynamic layouts). A shape is a type, `Shape<Batch, 784>`, and every
+// rule on shapes (broadcasting, matmul, reshape) is a constexpr function over its dims.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "fixed_string.hpp"
+
+namespace luminal {
+
+/// One extent: either static (`784`) or symbolic (`Batch`, `Batch*Seq`, `Seq+2`).
+/// A symbolic extent's value is `scale * product(symbols) + offset`; `symbols` holds the
+/// '*'-joined, sorted symbol names so that equal products compare equal.
+struct Dim {
+  static constexpr std::size_t name_capacity = 40;
+  char symbols[name_capacity]{};
+  std::int64_t scale = 0;
+  std::int64_t offset = 0;
+
+  constexpr Dim() = default;
+  constexpr Dim(std::int64_t extent) : scale(0), offset(extent) {}  // NOLINT: 784 is a Dim
+  template <std::size_t N>
+  constexpr explicit Dim(const char (&name)[N]) : scale(1), offset(0) {
+    static_assert(N <= name_capacity, "luminal: symbol names are limited to 39 characters");
+    for (std::size_t i = 0; i + 1 < N; ++i) symbols[i] = name[i];
+  }
+
+  constexpr bool is_static() const { return scale == 0; }
+  constexpr std::string_view symbol_text() const {
+    std::size_t n = 0;
+    while (n < name_capacity && symbols[n] != 0) ++n;
+    return {symbols, n};
+  }
+  friend constexpr bool operator==(const Dim&, const Dim&) = default;
+};
+
+/// `constexpr Dim Batch = symbol("Batch");` declares a symbolic extent.
+template <std::size_t N>
+constexpr Dim symbol(const char (&name)[N]) { return Dim{name}; }
+
+namespace detail {
+constexpr Dim with_symbols(Dim d, std::string_view joined) {
+  for (auto& c : d.symbols) c = 0;
+  if (joined.size() >= Dim::name_capacity)
+    throw std::logic_error("luminal: product of symbol names is too long");
+  for (std::size_t i = 0; i < joined.size(); ++i) d.symbols[i] = joined[i];
+  return d;
+}
+// Merges two sorted '*'-joined symbol lists into one sorted list.
+constexpr Dim multiply_symbols(Dim result, std::string_view a, std::string_view b) {
+  std::array<std::string_view, 16> names{};
+  std::size_t count = 0;
+  for (std::string_view list : {a, b}) {
+    while (!list.empty()) {
+      auto star = list.find('*');
+      names[count++] = list.substr(0, star);
+      list = star == std::string_view::npos ? std::string_view{} : list.substr(star + 1);
+    }
+  }
+  for (std::size_t i = 1; i < count; ++i)  // insertion sort: a handful of names
+    for (std::size_t j = i; j > 0 && names[j] < names[j - 1]; --j) std::swap(names[j], names[j - 1]);
+  text<Dim::name_capacity + 1> merged;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i) merged.append("*");
+    merged.append(names[i]);
+  }
+  return with_symbols(result, merged.view());
+}
+}  // namespace detail
+
+constexpr Dim operator+(Dim d, std::int64_t amount) { d.offset += amount; return d; }
+constexpr Dim operator-(Dim d, std::int64_t amount) { d.offset -= amount; return d; }
+constexpr Dim operator*(Dim a, Dim b) {
+  if (a.is_static() && b.is_static()) return Dim{a.offset * b.offset};
+  if ((!a.is_static() && a.offset != 0) || (!b.is_static() && b.offset != 0))
+    throw std::logic_error("luminal: cannot multiply an extent that has an offset (Seq+2)");
+  if (a.is_static()) { b.scale *= a.offset; return b; }
+  if (b.is_static()) { a.scale *= b.offset; return a; }
+  Dim product;
+  product.scale = a.scale * b.scale;
+  return detail::multiply_symbols(product, a.symbol_text(), b.symbol_text());
+}
+constexpr Dim operator*(Dim a, std::int64_t b) { return a * Dim{b}; }
+constexpr Dim operator*(std::int64_t a, Dim b) { return Dim{a} * b; }
+
+template <std::size_t Capacity>
+constexpr void append_dim(text<Capacity>& out, const Dim& d) {
+  if (d.is_static()) { out.append_int(d.offset); return; }
+  if (d.scale != 1) { out.append_int(d.scale); out.append("*"); }
+  out.append(d.symbol_text());
+  if (d.offset > 0) { out.append("+"); out.append_int(d.offset); }
+  if (d.offset < 0) { out.append_int(d.offset); }
+}
+
+template <std::size_t R>
+using dims_t = std::array<Dim, R>;
+
+/// Renders dims as "(Batch, 784)" for error messages and DOT labels.
+template <std::size_t R>
+constexpr text<160> shape_text(const dims_t<R>& dims) {
+  text<160> out;
+  out.append("(");
+  for (std::size_t i = 0; i < R; ++i) {
+    if (i) out.append(", ");
+    append_dim(out, dims[i]);
+  }
+  out.append(")");
+  return out;
+}
+
+/// A tensor shape as a type. `Shape<>` is a scalar.
+template <Dim... D>
+struct Shape {
+  static constexpr std::size_t rank = sizeof...(D);
+  static constexpr dims_t<rank> dims{D...};
+  static constexpr bool is_static = (D.is_static() && ... && true);
+  static constexpr std::int64_t static_size() { return (std::int64_t{1} * ... * D.offset); }
+  static constexpr auto text = shape_text(dims);
+};
+
+/// `shape<Batch, 784>` is a value of type `Shape<Batch, 784>`, for function arguments.
+template <Dim... D>
+inline constexpr Shape<D...> shape{};
+
+template <class S>
+struct is_shape : std::false_type {};
+template <Dim... D>
+struct is_shape<Shape<D...>> : std::true_type {};
+template <class S>
+concept shape_type = is_shape<S>::value;
+
+namespace detail {
+// A class template, not a function template: GCC 12 conflates some array-valued template
+// arguments of function templates.
+template <auto Dims, class Indices = std::make_index_sequence<Dims.size()>>
+struct shape_from_dims;
+template <auto Dims, std::size_t... I>
+struct shape_from_dims<Dims, std::index_sequence<I...>> {
+  using type = Shape<Dims[I]...>;
+};
+}  // namespace detail
+/// The Shape type holding a constexpr array of dims.
+template <auto Dims>
+using shape_from = typename detail::shape_from_dims<Dims>::type;
+
+// ---- rules --------------------------------------------------------------------------
+
+/// Outcome of a constexpr shape rule: the dims, or which axis failed.
+template <std::size_t R>
+struct rule_result {
+  dims_t<R> dims{};
+  bool ok = true;
+  std::size_t failing_axis = 0;
+};
+
+/// NumPy broadcasting, aligned from the right. A symbolic extent broadcasts only against
+/// itself or a static 1: luminal will not guess at compile time that Batch == 3.
+template <std::size_t RA, std::size_t RB>
+constexpr auto broadcast_rule(const dims_t<RA>& a, const dims_t<RB>& b) {
+  constexpr std::size_t R = RA > RB ? RA : RB;
+  rule_result<R> result;
+  for (std::size_t i = 0; i < R; ++i) {
+    Dim one{1};
+    Dim da = i < R - RA ? one : a[i - (R - RA)];
+    Dim db = i < R - RB ? one : b[i - (R - RB)];
+    if (da == db) result.dims[i] = da;
+    else if (da == one) result.dims[i] = db;
+    else if (db == one) result.dims[i] = da;
+    else if (result.ok) { result.ok = false; result.failing_axis = i; }
+  }
+  return result;
+}
+
+/// Whether `from` can be expanded to `to`: same rank, and each axis equal or a static 1.
+template <std::size_t R>
+constexpr bool expandable(const dims_t<R>& from, const dims_t<R>& to) {
+  for (std::size_t i = 0; i < R; ++i)
+    if (!(from[i] == to[i] || from[i] == Dim{1})) return false;
+  return true;
+}
+
+/// Total element count as a canonical monomial `coefficient * symbols`, for reshape.
+struct element_count {
+  std::int64_t coefficient = 1;
+  Dim symbols{1};
+  bool has_offset_symbol = false;
+};
+template <std::size_t R>
+constexpr element_count count_elements(const dims_t<R>& dims) {
+  element_count count;
+  for (const Dim& d : dims) {
+    if (d.is_static()) { count.coefficient *= d.offset; continue; }
+    if (d.offset != 0) { count.has_offset_symbol = true; continue; }
+    count.coefficient *= d.scale;
+    Dim unit = d;
+    unit.scale = 1;
+    count.symbols = count.symbols * unit;
+  }
+  return count;
+}
+template <std::size_t RA, std::size_t RB>
+constexpr bool same_element_count(const dims_t<RA>& a, const dims_t<RB>& b) {
+  auto ca = count_elements(a), cb = count_elements(b);
+  if (ca.has_offset_symbol || cb.has_offset_symbol) {
+    if constexpr (RA == RB) return a == b;
+    else return false;
+  }
+  return ca.coefficient == cb.coefficient && ca.symbols == cb.symbols;
+}
+
+template <std::size_t R>
+constexpr std::size_t normalize_axis(int axis) {
+  return axis < 0 ? std::size_t(int(R) + axis) : std::size_t(axis);
+}
+
+// ---- runtime ------------------------------------------------------------------------
+
+/// Values of the symbols bound so far ("Batch" = 128). A fixed array: no allocation.
+struct symbol_values {
+  static constexpr std::size_t capacity = 16;
+  std::array<std::string_view, capacity> names{};
+  std::array<std::int64_t, capacity> values{};
+  std::size_t count = 0;
+
+  const std::int64_t* find(std::string_view name) const {
+    for (std::size_t i = 0; i < count; ++i)
+      if (names[i] == name) return &values[i];
+    return nullptr;
+  }
+  void set(std::string_view name, std::int64_t value) {
+    if (count == capacity) throw std::length_error("luminal: more than 16 distinct symbols");
+    names[count] = name;
+    values[count++] = value;
+  }
+};
+
+/// The value of one extent given the symbol values; throws naming an unbound symbol.
+inline std::int64_t resolve(const Dim& d, const symbol_values& symbols) {
+  if (d.is_static()) return d.offset;
+  std::int64_t product = d.scale;
+  std::string_view rest = d.symbol_text();
+  while (!rest.empty()) {
+    auto star = rest.find('*');
+    auto name = rest.substr(0, star);
+    rest = star == std::string_view::npos ? std::string_view{} : rest.substr(star + 1);
+    const std::int64_t* value = symbols.find(name);
+    if (!value)
+      throw std::invalid_argument("luminal: symbol '" + std::string(name) +
+                                  "' has no value: no bound input has an axis of that extent");
+    product *= *value;
+  }
+  return product + d.offset;
+}
+
+/// Shape text for runtime messages: "(Batch, 784)".
+template <std::size_t R>
+std::string to_string(const dims_t<R>& dims) {
+  return std::string(shape_text(dims).view());
+}
+
+}  // namespace luminal

@@ -1,0 +1,10 @@
+// expect: shapes cannot be broadcast together.*\(Batch, 3\).*\(4, 3\)
+#include <luminal/luminal.hpp>
+using namespace luminal;
+constexpr Dim Batch{"Batch"};
+int main() {
+  auto x = input<"x", f32>(shape<Batch, 3>);
+  auto y = input<"y", f32>(shape<4, 3>);
+  auto z = x * y;  // Batch is not known to be 4 at compile time
+  (void)z;
+}

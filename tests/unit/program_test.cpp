@@ -1,0 +1,206 @@
+// The program API: binding errors, symbolic extents, fusion, buffer planning, zero-copy
+// views, and that running a compiled program again performs no heap allocation.
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "test_support.hpp"
+
+using namespace luminal;
+
+namespace {
+constexpr Dim Batch{"Batch"};
+constexpr Dim Seq{"Seq"};
+
+// Counts operator new calls while `counting` is set (all threads).
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+
+/// Wraps a backend and counts its device allocations.
+template <class B>
+struct counting_backend : B {
+  static inline std::atomic<long> device_allocations{0};
+  void* allocate(std::size_t bytes) {
+    ++device_allocations;
+    return B::allocate(bytes);
+  }
+};
+
+template <class F>
+void require_throws_with(F&& f, const std::string& fragment) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    INFO("message: " << e.what());
+    REQUIRE(std::string(e.what()).find(fragment) != std::string::npos);
+    return;
+  }
+  FAIL("no exception; expected one containing: " + fragment);
+}
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  if (counting.load(std::memory_order_relaxed)) ++allocations;
+  if (void* p = std::malloc(bytes ? bytes : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+TEMPLATE_LIST_TEST_CASE("binding errors name the input, the axis and both sizes", "[program][errors]", test_backends) {
+  auto x = input<"x", f32>(shape<Batch, 3>);
+  auto y = input<"y", f32>(shape<Batch, 1>);
+  auto prog = compile<TestType>(x * y);
+  xt::xarray<float> good = test::random_array<float>({2, 3}, 1);
+
+  require_throws_with([&] { prog.bind("z", good); }, "no input named 'z'; its inputs are: x, y");
+  require_throws_with([&] { prog.bind("x", xt::xarray<double>(good)); }, "input 'x' holds f32, but the data given is f64");
+  require_throws_with([&] { prog.bind("x", xt::xarray<float>::from_shape({2, 3, 1})); },
+                      "input 'x' has shape (Batch, 3) of rank 2, but the data given has rank 3");
+  require_throws_with([&] { prog.bind("x", xt::xarray<float>::from_shape({2, 4})); },
+                      "axis 1 must be 3, but the data given has 4");
+
+  prog.bind("x", good);
+  require_throws_with([&] { prog.run(); }, "input 'y' was not bound before run()");
+  require_throws_with([&] { (void)prog.template output<0>(); }, "before run()");
+
+  prog.bind("y", xt::xarray<float>::from_shape({5, 1}));
+  require_throws_with([&] { prog.run(); }, "input 'y' axis 0 is Batch = 5, but input 'x' set Batch = 2");
+}
+
+TEMPLATE_LIST_TEST_CASE("a gather index out of range makes run() throw", "[program][errors]", test_backends) {
+  auto table = param<"table", f32>(shape<4, 2>);
+  auto ids = input<"ids", i32>(shape<Batch>);
+  auto prog = compile<TestType>(gather(table, ids));
+  prog.bind("table", test::random_array<float>({4, 2}, 2));
+  prog.bind("ids", xt::xarray<int>{0, 3, 1});
+  prog.run();
+  prog.bind("ids", xt::xarray<int>{0, 4});
+  require_throws_with([&] { prog.run(); }, "gather index was outside");
+  prog.bind("ids", xt::xarray<int>{-1});
+  require_throws_with([&] { prog.run(); }, "gather index was outside");
+}
+
+TEMPLATE_LIST_TEST_CASE("symbolic extents are resolved at each run", "[program]", test_backends) {
+  auto x = input<"x", f32>(shape<Batch, Seq, 4>);
+  auto flat = reshape(x, shape<Batch * Seq, 4>);
+  auto prog = compile<TestType>(sum<1>(flat), mean<0>(flat));
+  for (std::size_t batch : {3u, 1u, 7u}) {
+    auto data = test::random_array<float>({batch, 5, 4}, unsigned(batch));
+    prog.bind("x", data);
+    prog.run();
+    REQUIRE(prog.template output_shape<0>() == std::vector<index_t>{index_t(batch * 5)});
+    xt::xarray<double> rows = xt::zeros<double>({batch * 5});
+    xt::xarray<double> cols = xt::zeros<double>({std::size_t(4)});
+    for (std::size_t i = 0; i < batch * 5; ++i)
+      for (std::size_t j = 0; j < 4; ++j) {
+        rows(i) += data.flat(i * 4 + j);
+        cols(j) += data.flat(i * 4 + j) / double(batch * 5);
+      }
+    test::require_close(prog.template output<0>(), rows);
+    test::require_close(prog.template output<1>(), cols);
+  }
+}
+
+TEST_CASE("the same expression type is the same node", "[graph]") {
+  auto x = input<"x", f32>(shape<3>);
+  auto y = input<"y", f32>(shape<3>);
+  auto a = exp(x * y);
+  auto b = exp(x * y);
+  STATIC_REQUIRE(std::is_same_v<decltype(a), decltype(b)>);
+  // x, y, mul, the log2(e) constant, its expand, the scaled product, exp2, add.
+  using nodes = topo_nodes<decltype(a + b)>;
+  STATIC_REQUIRE(boost::mp11::mp_size<nodes>::value == 8);
+  STATIC_REQUIRE(!std::is_same_v<decltype(input<"x", f32>(shape<3>)), decltype(input<"x", f64>(shape<3>))>);
+}
+
+TEST_CASE("elementwise chains and views fuse into one kernel", "[plan]") {
+  auto x = input<"x", f32>(shape<Batch, 8>);
+  auto y = input<"y", f32>(shape<8, Batch>);
+  auto chain = relu(exp(x) * transpose(y) + 1.0_c) - slice<1, 0, 8>(pad<1, 1, 1>(x));
+  STATIC_REQUIRE(decltype(compile(chain))::kernel_count() == 1);
+  // softmax: max, sum and the normalized output.
+  STATIC_REQUIRE(decltype(compile(softmax<-1>(x)))::kernel_count() == 3);
+  // matmul, then bias + relu fused into one epilogue kernel.
+  auto w = param<"w", f32>(shape<8, 16>);
+  auto b = param<"b", f32>(shape<16>);
+  STATIC_REQUIRE(decltype(compile(relu(matmul(x, w) + b)))::kernel_count() == 2);
+  // A transposed parameter is read by GEMM directly, not copied first.
+  auto wt = param<"wt", f32>(shape<16, 8>);
+  STATIC_REQUIRE(decltype(compile(matmul(x, transpose(wt))))::kernel_count() == 1);
+}
+
+TEMPLATE_LIST_TEST_CASE("buffers whose lifetimes do not overlap share memory", "[plan]", test_backends) {
+  auto x = input<"x", f32>(shape<64, 64>);
+  auto w = param<"w", f32>(shape<64, 64>);
+  auto h1 = matmul(x, w);
+  auto h2 = matmul(h1, w);
+  auto h3 = matmul(h2, w);
+  auto h4 = matmul(h3, w);
+  auto prog = compile<TestType>(sum(h4));
+  prog.bind("x", test::random_array<float>({64, 64}, 3));
+  prog.bind("w", test::random_array<float>({64, 64}, 4, -0.1, 0.1));
+  prog.run();
+  REQUIRE(prog.arena_bytes() > 0);
+  REQUIRE(prog.arena_bytes() < prog.unshared_bytes());
+  // h1..h4 are 16 KiB each and live one after another: two buffers at a time suffice.
+  REQUIRE(prog.arena_bytes() <= 2 * 64 * 64 * sizeof(float) + 64);
+}
+
+TEMPLATE_LIST_TEST_CASE("running again with the same extents allocates nothing", "[program][alloc]", test_backends) {
+  using B = counting_backend<TestType>;
+  auto x = input<"x", f32>(shape<Batch, 32>);
+  auto w = param<"w", f32>(shape<32, 16>);
+  auto ids = input<"ids", i32>(shape<Batch>);
+  auto logits = matmul(tanh(x), w) + cast<f32>(reshape(ids, shape<Batch, 1>));
+  auto prog = compile<B>(log_softmax<-1>(logits), argmax<1>(logits), mean(logits));
+  auto data = test::random_array<float>({64, 32}, 5);
+  auto weights = test::random_array<float>({32, 16}, 6);
+  xt::xarray<int> labels = xt::arange<int>(64);
+  prog.bind_view("x", data.data(), {64, 32});
+  prog.bind("w", weights);
+  prog.bind("ids", labels);
+  prog.run();  // plans the arena
+  auto expected = prog.template output<0>();
+
+  long device_before = B::device_allocations.load();
+  allocations = 0;
+  counting = true;
+  for (int i = 0; i < 3; ++i) prog.run();
+  counting = false;
+  REQUIRE(allocations.load() == 0);
+  REQUIRE(B::device_allocations.load() == device_before);
+  test::require_close(prog.template output<0>(), expected, 0, 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("bind_view reads the caller's memory without copying", "[program]", test_backends) {
+  if constexpr (TestType::host_accessible) {
+    auto x = input<"x", f64>(shape<4>);
+    auto prog = compile<TestType>(x * 2.0_c);
+    std::vector<double> data{1, 2, 3, 4};
+    prog.bind_view("x", data.data(), {4});
+    prog.run();
+    test::require_close(prog.template output<0>(), xt::xarray<double>{2, 4, 6, 8});
+    data[2] = 10;  // visible to the next run: no copy was taken
+    prog.run();
+    test::require_close(prog.template output<0>(), xt::xarray<double>{2, 4, 20, 8});
+    std::vector<double> out(4);
+    prog.template read_output<0>(out);
+    REQUIRE(out == std::vector<double>{2, 4, 20, 8});
+    std::vector<double> small(3);
+    require_throws_with([&] { prog.template read_output<0>(small); }, "holds 4 elements");
+  }
+}
+
+TEST_CASE("to_dot draws every node and edge", "[dot]") {
+  auto x = input<"x", f32>(shape<Batch, 3>);
+  auto w = param<"fc.weight", f32>(shape<3, 2>);
+  std::string dot = to_dot(relu(matmul(x, w)));
+  REQUIRE(dot.rfind("digraph luminal {", 0) == 0);
+  REQUIRE(dot.find("input x\\nf32 (Batch, 3)") != std::string::npos);
+  REQUIRE(dot.find("param fc.weight\\nf32 (3, 2)") != std::string::npos);
+  REQUIRE(dot.find("matmul\\nf32 (Batch, 2)") != std::string::npos);
+  REQUIRE(dot.find("n0 -> n2;") != std::string::npos);
+  REQUIRE(dot.find("style=bold") != std::string::npos);
+  REQUIRE(dot.back() == '\n');
+}
