@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs luminal's dependencies (Debian 12 packages) and builds everything into build/.
+#
+#   ./setup.sh                        # deps + configure + build
+#   ./setup.sh -DKokkos_ROOT=/opt/kk  # extra arguments go to the CMake configure step
+#   LUMINAL_SKIP_APT=1 ./setup.sh     # not on Debian / deps installed another way
+#
+# apt-get runs only when a package is missing (as root, or through sudo).
+# libtrilinos-kokkos-dev needs no MPI packages, with or without recommends.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf '\nsetup.sh: ERROR: %s\n' "$*" >&2; exit 1; }
+set -E
+trap 'printf "\nsetup.sh: FAILED (exit %s) at line %s: %s\n" "$?" "$LINENO" "$BASH_COMMAND" >&2' ERR
+
+PACKAGES=(
+  build-essential cmake git pkg-config
+  libboost-dev libxtensor-dev librange-v3-dev catch2
+  libopenblas-dev libtrilinos-kokkos-dev nlohmann-json3-dev zlib1g-dev
+  dataset-fashion-mnist python3
+)
+
+# ---- 1. system packages -------------------------------------------------------------
+if [ "${LUMINAL_SKIP_APT:-0}" = "1" ]; then
+  step "Skipping system packages (LUMINAL_SKIP_APT=1)"
+else
+  command -v dpkg-query >/dev/null 2>&1 ||
+    die "dpkg-query not found: this script installs Debian packages. Install the dependencies listed in README.md yourself and re-run with LUMINAL_SKIP_APT=1."
+
+  step "Checking system packages"
+  missing=()
+  for pkg in "${PACKAGES[@]}"; do
+    status="$(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null || true)"
+    if [[ "$status" == ii* ]]; then
+      printf '    %-24s installed\n' "$pkg"
+    else
+      printf '    %-24s MISSING\n' "$pkg"
+      missing+=("$pkg")
+    fi
+  done
+
+  if [ "${#missing[@]}" -eq 0 ]; then
+    step "All ${#PACKAGES[@]} packages are installed; skipping apt-get"
+  else
+    SUDO=()
+    if [ "$(id -u)" -ne 0 ]; then
+      command -v sudo >/dev/null 2>&1 || die "not root and sudo not found; cannot install: ${missing[*]}"
+      SUDO=(sudo)
+    fi
+    step "apt-get update"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+    step "apt-get install (missing: ${missing[*]})"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+  fi
+fi
+
+# ---- 2. configure + build -----------------------------------------------------------
+step "Configuring: cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $*"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"
+
+jobs="$(nproc 2>/dev/null || echo 2)"
+step "Building: cmake --build build -j${jobs}"
+cmake --build build -j"${jobs}"
+
+step "Done. Next:"
+if [ -x build/examples/quickstart ]; then
+  echo "    ./build/examples/quickstart"
+fi
+echo "    ctest --test-dir build --output-on-failure -j2"

@@ -1,0 +1,73 @@
+# install.consumer (cmake -P): install the luminal build tree into a private prefix,
+# configure + build tests/consumer against it with find_package(luminal), run the app.
+#   -DBUILD_DIR=<luminal build tree> -DCONSUMER_SOURCE_DIR=<tests/consumer>
+#   [-DCONFIG=<cfg>] [-DCXX_COMPILER=<c++>] [-DGENERATOR=<generator>]
+foreach(var BUILD_DIR CONSUMER_SOURCE_DIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "run.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+
+set(prefix "${BUILD_DIR}/consumer-prefix")
+set(consumer_build "${BUILD_DIR}/consumer-build")
+if(NOT CONFIG)
+  set(CONFIG Release)
+endif()
+
+function(step description)
+  message(STATUS "install.consumer: ${description}")
+  execute_process(COMMAND ${ARGN}
+    RESULT_VARIABLE result
+    OUTPUT_VARIABLE output
+    ERROR_VARIABLE output)
+  if(NOT result EQUAL 0)
+    message("${output}")
+    message(FATAL_ERROR "install.consumer: '${description}' failed (exit ${result})")
+  endif()
+  set(step_output "${output}" PARENT_SCOPE)
+endfunction()
+
+# Start clean, so files left from an earlier run cannot hide a missing install rule.
+file(REMOVE_RECURSE "${prefix}" "${consumer_build}")
+
+step("install to ${prefix}"
+  "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}" --config "${CONFIG}")
+
+set(configure_args
+  -S "${CONSUMER_SOURCE_DIR}" -B "${consumer_build}"
+  "-DCMAKE_PREFIX_PATH=${prefix}"
+  "-DCMAKE_BUILD_TYPE=${CONFIG}"
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+if(GENERATOR)
+  list(APPEND configure_args -G "${GENERATOR}")
+endif()
+if(CXX_COMPILER)
+  list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+endif()
+step("configure the consumer" "${CMAKE_COMMAND}" ${configure_args})
+
+# It must have found the installed package, not something else.
+file(STRINGS "${consumer_build}/CMakeCache.txt" luminal_dir_line REGEX "^luminal_DIR:")
+string(REGEX REPLACE "^luminal_DIR:[A-Z]+=" "" luminal_dir "${luminal_dir_line}")
+file(REAL_PATH "${prefix}" real_prefix)
+if(luminal_dir)
+  file(REAL_PATH "${luminal_dir}" luminal_dir)
+endif()
+string(FIND "${luminal_dir}/" "${real_prefix}/" at)
+if(NOT at EQUAL 0)
+  message(FATAL_ERROR "install.consumer: find_package(luminal) used '${luminal_dir}', "
+                      "not the package installed under ${prefix}")
+endif()
+
+step("build the consumer" "${CMAKE_COMMAND}" --build "${consumer_build}" --config "${CONFIG}")
+
+set(app "${consumer_build}/app")
+if(NOT EXISTS "${app}" AND EXISTS "${consumer_build}/${CONFIG}/app")
+  set(app "${consumer_build}/${CONFIG}/app")  # multi-config generators
+endif()
+step("run ${app}" "${app}")
+message("${step_output}")
+if(NOT step_output MATCHES "consumer ok")
+  message(FATAL_ERROR "install.consumer: the app did not print 'consumer ok'")
+endif()
+message(STATUS "install.consumer: passed")
