@@ -18,12 +18,14 @@ struct kernel_context {
 };
 
 /// Compile-time facts of one program: its nodes, their table and plan.
-template <class Nodes, auto OutputIds>
+template <class Nodes, auto OutputIds, retention_policy Policy = retention_policy::store_all>
 struct program_layout {
   using nodes = Nodes;
   static constexpr std::size_t node_count = boost::mp11::mp_size<Nodes>::value;
   static constexpr auto table = graph_table<Nodes>;
-  static constexpr auto plan = detail::make_plan(table, OutputIds);
+  static constexpr auto retained = detail::retention_set(table, OutputIds);
+  static constexpr auto plan =
+      detail::make_plan(table, OutputIds, Policy == retention_policy::store_all ? retained : std::array<bool, node_count>{});
   static constexpr std::size_t max_rank = [] {
     std::size_t r = 1;
     for (const auto& info : table) r = std::size_t(info.rank) > r ? std::size_t(info.rank) : r;
@@ -42,7 +44,7 @@ struct evaluator {
   }
   template <class N, std::size_t... I>
   LUMINAL_HD static extents<sizeof...(I)> dims_impl(const kernel_context& ctx, std::index_sequence<I...>) {
-    constexpr auto d = N::shape::dims;
+    [[maybe_unused]] constexpr auto d = N::shape::dims;  // unused for rank-0 nodes
     constexpr index_t row = index_t(Layout::template id<N>) * index_t(Layout::max_rank);
     return {(d[I].is_static() ? index_t(d[I].offset) : ctx.dims[row + index_t(I)])...};
   }

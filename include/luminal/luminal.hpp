@@ -16,6 +16,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "dot.hpp"
+#include "grad/reverse.hpp"
 #include "ops/binary.hpp"
 #include "ops/cast.hpp"
 #include "ops/composite.hpp"
@@ -28,6 +29,7 @@
 #include "ops/reductions.hpp"
 #include "ops/reshape.hpp"
 #include "ops/slice.hpp"
+#include "ops/stop_gradient.hpp"
 #include "ops/unary.hpp"
 #include "ops/where.hpp"
 #include "program.hpp"

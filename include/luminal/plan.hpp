@@ -35,13 +35,14 @@ constexpr int gemm_operand_base(const std::array<node_info, N>& table, int id) {
 }
 
 template <std::size_t N, std::size_t NumOutputs>
-constexpr auto make_plan(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs) {
+constexpr auto make_plan(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs,
+                         const std::array<bool, N>& force_stored = {}) {
   plan_data<N, NumOutputs> plan;
   for (int id : outputs) plan.is_output[id] = true;
   for (std::size_t i = 0; i < N; ++i) {
     auto kind = table[i].kind;
-    plan.stored[i] = plan.is_output[i] || kind == op_kind::input || kind == op_kind::reduce ||
-                     kind == op_kind::matmul;
+    plan.stored[i] = plan.is_output[i] || force_stored[i] || kind == op_kind::input ||
+                     kind == op_kind::reduce || kind == op_kind::matmul;
     plan.gemm_base[i] = -1;
     plan.kernel_of[i] = -1;
     plan.last_use[i] = -1;
@@ -99,7 +100,52 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
   for (int id : outputs) plan.last_use[id] = plan.kernel_count;  // read by the caller
   return plan;
 }
+
+/// Nodes reachable from `root` (itself included).
+template <std::size_t N>
+constexpr std::array<bool, N> reachable_from(const std::array<node_info, N>& table, int root) {
+  std::array<bool, N> reached{};
+  reached[root] = true;
+  for (int i = root; i >= 0; --i)  // parents come after children
+    if (reached[i])
+      for (int k = 0; k < table[i].child_count; ++k) reached[table[i].children[k]] = true;
+  return reached;
+}
+
+/// The retention set of a program whose first output is the forward value and whose
+/// other outputs (gradients) form the backward: forward nodes that a backward-only node
+/// reads directly. Leaves, constants, extents and iota are never retained: they are
+/// bound or computed.
+template <std::size_t N, std::size_t NumOutputs>
+constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& table,
+                                            const std::array<int, NumOutputs>& outputs) {
+  std::array<bool, N> retained{};
+  if (NumOutputs < 2) return retained;
+  auto forward = reachable_from(table, outputs[0]);
+  std::array<bool, N> backward{};
+  for (std::size_t o = 1; o < NumOutputs; ++o) {
+    auto reached = reachable_from(table, outputs[o]);
+    for (std::size_t i = 0; i < N; ++i) backward[i] = backward[i] || (reached[i] && !forward[i]);
+  }
+  for (std::size_t j = 0; j < N; ++j)
+    if (backward[j])
+      for (int k = 0; k < table[j].child_count; ++k) {
+        int i = table[j].children[k];
+        auto kind = table[i].kind;
+        if (forward[i] && kind != op_kind::input && kind != op_kind::constant && kind != op_kind::extent &&
+            kind != op_kind::iota)
+          retained[i] = true;
+      }
+  return retained;
+}
 }  // namespace detail
 
+
+/// How the values the backward needs from the forward are kept.
+///  - store_all: every retained value gets a buffer (the default; least recomputation);
+///  - recompute_elementwise: retained elementwise values are recomputed inside the
+///    backward's fused kernels from stored ones (matmul and reduction results), which
+///    lowers memory at the cost of repeating cheap arithmetic.
+enum class retention_policy { store_all, recompute_elementwise };
 
 }  // namespace luminal

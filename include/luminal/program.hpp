@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "dot.hpp"
 #include "eval.hpp"
 #include "kernels.hpp"
 
@@ -35,12 +36,12 @@ using is_leaf_node = std::bool_constant<N::kind == op_kind::input>;
 ///     prog.bind("x", xt::xarray<float>{...});  // copies; bind_view() does not
 ///     prog.run();
 ///     xt::xarray<float> out = prog.output<0>();
-template <class B, expression... Outputs>
+template <class B, retention_policy Policy, expression... Outputs>
 class program {
  public:
   using nodes = topo_nodes<Outputs...>;
   static constexpr std::array<int, sizeof...(Outputs)> output_ids{node_id<nodes, Outputs>...};
-  using layout = program_layout<nodes, output_ids>;
+  using layout = program_layout<nodes, output_ids, Policy>;
   static constexpr std::size_t node_count = layout::node_count;
   static constexpr std::size_t max_rank = layout::max_rank;
   static constexpr auto plan = layout::plan;
@@ -174,6 +175,44 @@ class program {
   /// Sum of the bytes every stored intermediate would take without sharing memory.
   std::size_t unshared_bytes() const { return unshared_bytes_; }
 
+  /// How many forward nodes the backward reads (outputs after the first are the backward).
+  static constexpr std::size_t retained_count() {
+    std::size_t n = 0;
+    for (bool r : layout::retained) n += r;
+    return n;
+  }
+  /// The retention set: one line per node, its op, type and shape, and whether the plan
+  /// keeps it in a buffer ("stored") or recomputes it inside backward kernels.
+  static std::vector<std::string> retained_nodes() {
+    std::vector<std::string> lines;
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
+      if constexpr (layout::retained[I]) {
+        std::string label = detail::node_label<boost::mp11::mp_at_c<nodes, I>>();
+        for (auto at = label.find("\\n"); at != std::string::npos; at = label.find("\\n")) label.replace(at, 2, " ");
+        lines.push_back(label + (plan.stored[I] ? " [stored]" : " [recomputed]"));
+      }
+    });
+    return lines;
+  }
+  /// Bytes the retained values occupy in buffers for the extents of the last run().
+  std::size_t retained_bytes() const {
+    require_ran();
+    return retained_bytes_for(dims_);
+  }
+  /// Bytes the retained values would occupy for the given symbol values, without running:
+  ///     prog.retained_bytes({{"Batch", 128}})
+  std::size_t retained_bytes(std::initializer_list<std::pair<std::string_view, index_t>> values) const {
+    symbol_values symbols;
+    for (const auto& [name, value] : values) symbols.set(name, value);
+    std::vector<index_t> dims(node_count * max_rank, 0);
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
+      using N = boost::mp11::mp_at_c<nodes, I>;
+      if constexpr (layout::retained[I])
+        for (std::size_t k = 0; k < N::shape::rank; ++k) dims[I * max_rank + k] = resolve(N::shape::dims[k], symbols);
+    });
+    return retained_bytes_for(dims);
+  }
+
  private:
   template <std::size_t I>
   static constexpr int leaf_id() { return node_id<nodes, boost::mp11::mp_at_c<leaves, I>>; }
@@ -305,6 +344,19 @@ class program {
     });
   }
 
+  std::size_t retained_bytes_for(const std::vector<index_t>& dims) const {
+    std::size_t bytes = 0;
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
+      using N = boost::mp11::mp_at_c<nodes, I>;
+      if constexpr (layout::retained[I] && plan.stored[I]) {
+        std::size_t count = 1;
+        for (std::size_t k = 0; k < N::shape::rank; ++k) count *= std::size_t(dims[I * max_rank + k]);
+        bytes += count * sizeof(value_t<N>);
+      }
+    });
+    return bytes;
+  }
+
   std::size_t element_count(int id) const {
     std::size_t n = 1;
     for (std::size_t k = 0; k < std::size_t(layout::table[id].rank); ++k) n *= std::size_t(dims_[id * max_rank + k]);
@@ -404,11 +456,14 @@ class program {
 
 /// Compiles the graph of `outputs` for backend B (host threads + BLAS by default).
 ///     auto prog = compile(loss, logits);
-template <class B = host, expression... Outputs>
+/// With a loss first and its gradients after, the forward values the gradients need (the
+/// retention set) are kept as Policy says:
+///     auto step = compile<host, retention_policy::recompute_elementwise>(loss, dw, db);
+template <class B = host, retention_policy Policy = retention_policy::store_all, expression... Outputs>
 auto compile(Outputs...) {
   static_assert(sizeof...(Outputs) > 0, "luminal: compile() needs at least one output");
   static_assert(backend<B>, "luminal: compile<B>: B does not model the backend concept (see backend.hpp)");
-  return program<B, std::remove_cvref_t<Outputs>...>{};
+  return program<B, Policy, std::remove_cvref_t<Outputs>...>{};
 }
 
 }  // namespace luminal

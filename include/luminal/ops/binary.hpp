@@ -3,6 +3,7 @@
 #pragma once
 #include "expand.hpp"
 #include "map.hpp"
+#include "simplify.hpp"
 
 namespace luminal {
 
@@ -26,7 +27,8 @@ struct Mod : same_type_result {
   static constexpr bool floating_only = false, takes_bool = false;
   template <class T> LUMINAL_HD static T apply(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) { using std::fmod; return fmod(a, b); }
-    else return b == 0 ? T(0) : T(a % b);
+    // x mod 0 is defined as 0; x mod -1 is 0, and INT_MIN % -1 would trap (SIGFPE) on x86.
+    else return (b == 0 || b == T(-1)) ? T(0) : T(a % b);
   }
 };
 struct LessThan {
@@ -41,7 +43,11 @@ struct Max : same_type_result {
   static constexpr std::string_view name = "max";
   static constexpr int cost = 1;
   static constexpr bool floating_only = false, takes_bool = true;
-  template <class T> LUMINAL_HD static T apply(T a, T b) { return (a > b || a != a) ? a : b; }
+  // Two selects rather than a short-circuit ||: GCC then vectorizes the fused loop.
+  template <class T> LUMINAL_HD static T apply(T a, T b) {
+    T larger = a > b ? a : b;
+    return a != a ? a : larger;
+  }
 };
 }  // namespace fn
 
@@ -84,7 +90,9 @@ constexpr auto make_binary(A, B) {
   } else {
     detail::check_operand_type<F, value_t<TA>>();
     using S = decltype(broadcast_shapes<shape_t<TA>, shape_t<TB>>());
-    return Node<Map<F>, decltype(expand(TA{}, S{})), decltype(expand(TB{}, S{}))>{};
+    using Simpler = decltype(detail::simplify_binary<F, TA, TB, S>());
+    if constexpr (!std::is_same_v<Simpler, not_simplified>) return Simpler{};
+    else return Node<Map<F>, decltype(expand(TA{}, S{})), decltype(expand(TB{}, S{}))>{};
   }
 }
 

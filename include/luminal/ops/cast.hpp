@@ -8,6 +8,7 @@ namespace fn {
 template <element_type To>
 struct Cast {
   static constexpr std::string_view name = "cast";
+  using cast_target = To;
   static constexpr int cost = 1;
   static constexpr bool floating_only = false, takes_bool = true;
   template <class From> using result = To;

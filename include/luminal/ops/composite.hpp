@@ -24,6 +24,11 @@ template <expression A, expression B> constexpr auto greater_than(A a, B b) { re
 template <expression X> constexpr auto logical_not(X x) { return less_than(cast<i32>(x), c<1>); }
 template <expression A, expression B> constexpr auto less_equal(A a, B b) { return logical_not(less_than(b, a)); }
 template <expression A, expression B> constexpr auto greater_equal(A a, B b) { return logical_not(less_than(a, b)); }
+/// a == b as bool: neither is less than the other. Unlike IEEE ==, a NaN compares equal
+/// to everything here (it is less than nothing).
+template <expression A, expression B> constexpr auto equal(A a, B b) {
+  return less_than(cast<i32>(less_than(a, b)) + cast<i32>(less_than(b, a)), c<1>);
+}
 
 /// e^x = 2^(x log2 e).
 template <expression X> constexpr auto exp(X x) { return exp2(x * c<std::numbers::log2e>); }

@@ -52,10 +52,18 @@ constexpr void check_operand_type() {
 }  // namespace detail
 
 /// Builds `Node<Map<F>, X>` after checking X's element type against F's traits.
+namespace detail {
+template <class F, class X>
+constexpr auto simplify_unary();
+}
+struct not_simplified;
+
 template <class F, expression X>
 constexpr auto make_unary(X) {
   detail::check_operand_type<F, value_t<X>>();
-  return Node<Map<F>, std::remove_cvref_t<X>>{};
+  using Simpler = decltype(detail::simplify_unary<F, std::remove_cvref_t<X>>());
+  if constexpr (!std::is_same_v<Simpler, not_simplified>) return Simpler{};
+  else return Node<Map<F>, std::remove_cvref_t<X>>{};
 }
 
 }  // namespace luminal

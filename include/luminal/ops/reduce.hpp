@@ -20,7 +20,10 @@ struct MaxReduce {
     if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
     else return std::numeric_limits<T>::lowest();
   }
-  template <class T> LUMINAL_HD static T combine(T acc, T x) { return (x > acc || x != x) ? x : acc; }
+  template <class T> LUMINAL_HD static T combine(T acc, T x) {
+    T larger = x > acc ? x : acc;
+    return x != x ? x : larger;
+  }
 };
 }  // namespace fn
 

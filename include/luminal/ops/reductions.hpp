@@ -49,7 +49,7 @@ constexpr auto variance(X x, Keep... keep) {
 /// log(sum(exp(x))) over one axis, stable: shifts by the max first.
 template <int Axis, expression X, class... Keep>
   requires(std::is_same_v<Keep, keepdim_t> && ...)
-constexpr auto logsumexp(X x, Keep... keep) {
+constexpr auto logsumexp(X x, Keep...) {
   auto m = max<Axis>(x, keepdim);
   auto shifted = log(sum<Axis>(exp(x - m), keepdim)) + m;
   if constexpr (sizeof...(Keep) > 0) return shifted;

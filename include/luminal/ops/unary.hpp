@@ -1,6 +1,7 @@
 // Primitive unary ops: exp2 log2 sin sqrt recip neg.
 #pragma once
 #include "map.hpp"
+#include "simplify.hpp"
 
 namespace luminal {
 

@@ -1,0 +1,168 @@
+// The reverse pass, at compile time. Walking the loss's node list from the output back,
+// each node on a path from a wrt leaf (the critical subgraph) gets a cotangent type: the
+// sum over its consumers of their vector-Jacobian rule. The result is ordinary expression
+// types that compile, fuse and plan like any forward graph.
+#pragma once
+#include <tuple>
+
+#include "../graph.hpp"
+#include "rules.hpp"
+
+namespace luminal {
+
+namespace error {
+template <auto Name, auto Type>
+struct gradient_of_non_float {
+  static_assert(always_false<Name, Type>,
+                "luminal: a gradient exists only with respect to f32 or f64 leaves (see the leaf name "
+                "and element type above)");
+};
+}  // namespace error
+
+namespace detail {
+inline constexpr auto add_cotangents = [](auto a, auto b) {
+  if constexpr (std::is_same_v<decltype(a), no_gradient>) return b;
+  else if constexpr (std::is_same_v<decltype(b), no_gradient>) return a;
+  else return a + b;
+};
+
+struct edge {
+  int parent = -1, position = -1;
+};
+}  // namespace detail
+
+/// The reverse pass of `Output` seeded with cotangent `Seed` (same shape as Output).
+template <class Output, class Seed, class... Wrt>
+struct reverse_pass {
+  using nodes = topo_nodes<Output>;
+  static constexpr auto table = graph_table<nodes>;
+  static constexpr std::size_t node_count = table.size();
+  static constexpr int output_id = int(node_count) - 1;
+
+  /// critical[i]: node i depends on a wrt leaf, so its cotangent is needed.
+  static constexpr auto critical = [] {
+    std::array<bool, node_count> on_path{};
+    constexpr std::array<int, sizeof...(Wrt)> wrt{node_id<nodes, Wrt>...};
+    for (std::size_t i = 0; i < node_count; ++i) {
+      for (int w : wrt) on_path[i] = on_path[i] || w == int(i);
+      for (int k = 0; k < table[i].child_count; ++k) on_path[i] = on_path[i] || on_path[table[i].children[k]];
+    }
+    return on_path;
+  }();
+
+  /// The consumers of node I on the critical subgraph, with the child position I holds.
+  template <int I>
+  static constexpr auto consumers = [] {
+    std::array<detail::edge, node_count * 3 + 1> edges{};
+    int count = 0;
+    for (std::size_t p = 0; p < node_count; ++p)
+      if (critical[p])
+        for (int k = 0; k < table[p].child_count; ++k)
+          if (table[p].children[k] == I) edges[count++] = {int(p), k};
+    return std::pair{edges, count};
+  }();
+
+  template <int I>
+  static constexpr auto cotangent() {
+    if constexpr (I == output_id) {
+      return Seed{};
+    } else {
+      return [&]<std::size_t... E>(std::index_sequence<E...>) {
+        return fold(no_gradient{}, contribution<I, consumers<I>.first[E].parent, consumers<I>.first[E].position>()...);
+      }(std::make_index_sequence<consumers<I>.second>{});
+    }
+  }
+
+  template <class Acc, class... Rest>
+  static constexpr auto fold(Acc acc, Rest... rest) {
+    if constexpr (sizeof...(Rest) == 0) return acc;
+    else return fold_step(acc, rest...);
+  }
+  template <class Acc, class First, class... Rest>
+  static constexpr auto fold_step(Acc acc, First first, Rest... rest) {
+    return fold(detail::add_cotangents(acc, first), rest...);
+  }
+
+  template <int I, int Parent, int Position>
+  static constexpr auto contribution() {
+    using P = boost::mp11::mp_at_c<nodes, Parent>;
+    using G = decltype(cotangent<Parent>());
+    if constexpr (std::is_same_v<G, no_gradient>) {
+      return no_gradient{};
+    } else {
+      auto c = vjp<typename P::op>::template rule<Position, P>(G{});
+      using C = decltype(c);
+      if constexpr (!std::is_same_v<C, no_gradient>) {
+        using Child = boost::mp11::mp_at_c<nodes, I>;
+        static_assert(std::is_same_v<shape_t<C>, shape_t<Child>>,
+                      "luminal: internal error: a gradient rule produced the wrong shape");
+      }
+      return c;
+    }
+  }
+
+  /// The cotangent of leaf W (zeros when the output does not depend on it).
+  template <class W>
+  static constexpr auto gradient() {
+    using T = value_t<W>;
+    if constexpr (!floating_element<T>) {
+      (void)error::gradient_of_non_float<W::name, dtype_text<T>()>{};
+      return no_gradient{};
+    } else {
+      constexpr int id = node_id<nodes, W>;
+      if constexpr (id >= int(node_count)) {
+        return expand(Const<T, T(0)>{}, shape_t<W>{});
+      } else {
+        using G = decltype(cotangent<id>());
+        if constexpr (std::is_same_v<G, no_gradient>) return expand(Const<T, T(0)>{}, shape_t<W>{});
+        else return G{};
+      }
+    }
+  }
+};
+
+namespace detail {
+template <class... E>
+constexpr auto one_or_tuple(E... e) {
+  if constexpr (sizeof...(E) == 1) return (e, ...);
+  else return std::tuple<E...>{};
+}
+template <expression Loss>
+constexpr void require_scalar() {
+  static_assert(shape_t<Loss>::rank == 0, "luminal: grad() needs a scalar loss (reduce it with sum or mean), or use vjp()");
+  static_assert(floating_element<value_t<Loss>>, "luminal: grad() needs a floating-point loss");
+}
+}  // namespace detail
+
+/// d loss / d wrt for a scalar loss: one expression, or a tuple for several leaves.
+///     auto [dw, db] = grad(loss, w, b);
+template <expression Loss, expression... Wrt>
+constexpr auto grad(Loss, Wrt...) {
+  detail::require_scalar<Loss>();
+  using T = value_t<Loss>;
+  using pass = reverse_pass<Loss, Const<T, T(1)>, std::remove_cvref_t<Wrt>...>;
+  return detail::one_or_tuple(pass::template gradient<std::remove_cvref_t<Wrt>>()...);
+}
+
+/// The loss and its gradients together: `auto [loss, dw, db] = value_and_grad(loss, w, b);`
+template <expression Loss, expression... Wrt>
+constexpr auto value_and_grad(Loss loss, Wrt... wrt) {
+  detail::require_scalar<Loss>();
+  using T = value_t<Loss>;
+  using pass = reverse_pass<Loss, Const<T, T(1)>, std::remove_cvref_t<Wrt>...>;
+  return std::tuple<Loss, decltype(pass::template gradient<std::remove_cvref_t<Wrt>>())...>{};
+}
+
+/// Vector-Jacobian product of a non-scalar output: cotangent has the output's shape.
+///     auto dx = vjp(y, input<"dy", f32>(shape<Batch, 10>), x);
+template <expression Output, expression Cotangent, expression... Wrt>
+constexpr auto vjp_of(Output, Cotangent, Wrt...) {
+  static_assert(std::is_same_v<shape_t<Output>, shape_t<Cotangent>>,
+                "luminal: the cotangent must have the output's shape");
+  static_assert(std::is_same_v<value_t<Output>, value_t<Cotangent>>,
+                "luminal: the cotangent must have the output's element type");
+  using pass = reverse_pass<Output, std::remove_cvref_t<Cotangent>, std::remove_cvref_t<Wrt>...>;
+  return detail::one_or_tuple(pass::template gradient<std::remove_cvref_t<Wrt>>()...);
+}
+
+}  // namespace luminal

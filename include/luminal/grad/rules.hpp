@@ -1,0 +1,190 @@
+// The vector-Jacobian rules: one row per primitive op. `vjp<Op>::rule<K, N>(g)` is the
+// cotangent of child K of node N given the cotangent g of N, or no_gradient. Composites
+// have no rows: the reverse pass differentiates the primitives they are made of.
+#pragma once
+#include <numbers>
+
+#include "../ops/composite.hpp"
+#include "../ops/gather.hpp"
+#include "../ops/iota.hpp"
+#include "../ops/matmul.hpp"
+#include "../ops/permute.hpp"
+#include "../ops/reduce.hpp"
+#include "../ops/slice.hpp"
+#include "../ops/stop_gradient.hpp"
+
+namespace luminal {
+
+/// Marks a child that receives no gradient (integer data, comparisons, indices).
+struct no_gradient {};
+
+template <class N, int K>
+using child_t = boost::mp11::mp_at_c<typename N::children, K>;
+
+/// The rule table. A primitive without a row is a compile error naming the op.
+template <class Op>
+struct vjp {
+  static_assert(error::always_false<Op::kind>, "luminal: this op has no gradient rule (grad/rules.hpp)");
+};
+
+template <class F>
+struct vjp<Map<F>> {
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) {
+    using T = value_t<N>;
+    using x = child_t<N, 0>;
+    if constexpr (std::is_same_v<F, fn::Add>) return g;
+    else if constexpr (std::is_same_v<F, fn::Mul>) return g * child_t<N, 1 - K>{};
+    else if constexpr (std::is_same_v<F, fn::Neg>) return neg(g);
+    else if constexpr (std::is_same_v<F, fn::Recip>) return neg(g * N{} * N{});  // d(1/x) = -(1/x)^2
+    else if constexpr (std::is_same_v<F, fn::Exp2>) return g * N{} * c<std::numbers::ln2>;
+    else if constexpr (std::is_same_v<F, fn::Log2>) return g * recip(x{}) * c<1.0 / std::numbers::ln2>;
+    else if constexpr (std::is_same_v<F, fn::Sin>) return g * sin(x{} + c<std::numbers::pi / 2>);  // cos
+    else if constexpr (std::is_same_v<F, fn::Sqrt>) return g * recip(N{}) * c<0.5>;
+    else if constexpr (std::is_same_v<F, fn::Max>) {
+      // As torch.maximum: the larger operand takes g, a tie splits it evenly.
+      using self = child_t<N, K>;
+      using other = child_t<N, 1 - K>;
+      auto larger = cast<T>(less_than(other{}, self{}));
+      auto tie = cast<T>(equal(self{}, other{}));
+      return g * (larger + tie * c<0.5>);
+    } else if constexpr (std::is_same_v<F, fn::Where>) {
+      using cond = child_t<N, 0>;
+      if constexpr (K == 0) return no_gradient{};
+      else if constexpr (K == 1) return where(cond{}, g, c<0>);
+      else return where(cond{}, c<0>, g);
+    } else if constexpr (requires { typename F::cast_target; }) {
+      using From = value_t<x>;
+      if constexpr (floating_element<From> && floating_element<T>) return cast<From>(g);
+      else return no_gradient{};
+    } else if constexpr (std::is_same_v<F, fn::StopGradient>) {
+      return no_gradient{};
+    } else {
+      // mod and less_than: piecewise constant or integer-valued; no gradient.
+      static_assert(std::is_same_v<F, fn::Mod> || std::is_same_v<F, fn::LessThan>,
+                    "luminal: this elementwise op has no gradient rule (grad/rules.hpp)");
+      return no_gradient{};
+    }
+  }
+};
+
+template <class F, int Axis>
+struct vjp<Reduce<F, Axis>> {
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) {
+    using x = child_t<N, 0>;
+    using In = shape_t<x>;
+    if constexpr (std::is_same_v<F, fn::SumReduce>) {
+      return expand(g, In{});
+    } else {
+      // As torch.amax: the maximal elements share g evenly.
+      using T = value_t<N>;
+      auto is_max = cast<T>(equal(x{}, expand(N{}, In{})));
+      return expand(g * recip(sum<Axis>(is_max, keepdim)), In{}) * is_max;
+    }
+  }
+};
+
+template <>
+struct vjp<MatMul> {
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) {
+    if constexpr (K == 0) return matmul(g, transpose(child_t<N, 1>{}));
+    else return matmul(transpose(child_t<N, 0>{}), g);
+  }
+};
+
+template <int... Order>
+struct vjp<Permute<Order...>> {
+  static constexpr std::array<int, sizeof...(Order)> order{Order...};
+  /// Where axis `axis` of the input went in the output.
+  static constexpr int position(int axis) {
+    int p = 0;
+    while (order[p] != axis) ++p;
+    return p;
+  }
+  template <std::size_t... I>
+  static constexpr auto inverse(std::index_sequence<I...>) {
+    return Permute<position(int(I))...>{};
+  }
+  template <int K, class N, class G>
+  static constexpr auto rule(G) {
+    using Inverse = decltype(inverse(std::make_index_sequence<sizeof...(Order)>{}));
+    return Node<Inverse, G>{};
+  }
+};
+
+template <shape_type Target>
+struct vjp<Reshape<Target>> {
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) { return reshape(g, shape_t<child_t<N, 0>>{}); }
+};
+
+template <int Axis, long long Begin, long long End>
+struct vjp<Slice<Axis, Begin, End>> {
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) {
+    constexpr Dim extent = shape_t<child_t<N, 0>>::dims[Axis];
+    constexpr long long after = End <= 0 ? -End : extent.offset - End;
+    return pad<Axis, Begin, after>(g);
+  }
+};
+
+template <int Axis, long long Before, long long After, double Value>
+struct vjp<Pad<Axis, Before, After, Value>> {
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) {
+    constexpr Dim extent = shape_t<child_t<N, 0>>::dims[Axis];
+    if constexpr (extent.is_static()) return slice<Axis, Before, Before + extent.offset>(g);
+    else return slice<Axis, Before, -After>(g);
+  }
+};
+
+namespace detail {
+/// Sums g over the axes an expand created or stretched, back to shape In.
+template <class In, expression G>
+constexpr auto unbroadcast(G g) {
+  using Out = shape_t<G>;
+  constexpr std::size_t lead = Out::rank - In::rank;
+  constexpr unsigned long long stretched = [] {
+    unsigned long long mask = 0;
+    for (std::size_t k = 0; k < In::rank; ++k)
+      if (In::dims[k] == Dim{1} && !(Out::dims[k + lead] == Dim{1})) mask |= 1ull << (k + lead);
+    return mask;
+  }();
+  constexpr unsigned long long leading = lead == 0 ? 0ull : (1ull << lead) - 1;
+  auto kept = reduce_masked<fn::SumReduce, stretched | leading, Out::rank>(g);
+  return reshape(kept, In{});
+}
+}  // namespace detail
+
+template <shape_type Target>
+struct vjp<Expand<Target>> {
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) { return detail::unbroadcast<shape_t<child_t<N, 0>>>(g); }
+};
+
+template <>
+struct vjp<Gather> {
+  /// The table's cotangent is a scatter-add, written as onehot(ids)^T @ g so that it
+  /// needs no scatter primitive: exact, and a GEMM, at O(ids * vocabulary) cost.
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) {
+    if constexpr (K == 1) {
+      return no_gradient{};
+    } else {
+      using Table = child_t<N, 0>;
+      using Index = child_t<N, 1>;
+      using T = value_t<N>;
+      constexpr auto rows = [] { Dim n{1}; for (const Dim& d : shape_t<Index>::dims) n = n * d; return n; }();
+      constexpr auto row_size = [] { Dim n{1}; for (std::size_t k = 1; k < shape_t<Table>::rank; ++k) n = n * shape_t<Table>::dims[k]; return n; }();
+      constexpr Dim vocabulary = shape_t<Table>::dims[0];
+      auto ids = reshape(Index{}, Shape<rows, 1>{});
+      auto onehot = cast<T>(equal(ids, iota<1, i32>(Shape<rows, vocabulary>{})));
+      auto flat_g = reshape(g, Shape<rows, row_size>{});
+      return reshape(matmul(transpose(onehot), flat_g), shape_t<Table>{});
+    }
+  }
+};
+
+}  // namespace luminal
