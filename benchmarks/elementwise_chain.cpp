@@ -21,25 +21,17 @@
 // Threads: LUMINAL_NUM_THREADS, else std::thread::hardware_concurrency(); torch is given
 // the same number. The interpreter for the torch side is $LUMINAL_BENCH_PYTHON, else
 // /usr/bin/python3 when it exists (Debian's python3-torch), else python3 on PATH.
-#include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <luminal/luminal.hpp>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
+#include "bench_common.hpp"
 
-#ifndef LUMINAL_BENCH_DIR
-#define LUMINAL_BENCH_DIR "benchmarks"
-#endif
 
 using namespace luminal;
 
@@ -62,22 +54,6 @@ void reference_chain(const float* x, const float* y, float* out, std::size_t n) 
   }
 }
 
-/// Median wall time of `reps` calls of f, in milliseconds, after `warmup` untimed calls.
-template <class F>
-double median_ms(F&& f, int reps, int warmup = 3) {
-  for (int r = 0; r < warmup; ++r) f();
-  std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    f();
-    auto stop = std::chrono::steady_clock::now();
-    times.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  std::size_t m = times.size() / 2;
-  return times.size() % 2 ? times[m] : 0.5 * (times[m - 1] + times[m]);
-}
-
 /// Largest |a - b| relative to 1 + |b|; prints the first mismatch.
 bool agrees(const char* what, const std::vector<float>& got, const std::vector<float>& want) {
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -88,49 +64,6 @@ bool agrees(const char* what, const std::vector<float>& got, const std::vector<f
     }
   }
   return true;
-}
-
-std::string python_interpreter() {
-  if (const char* env = std::getenv("LUMINAL_BENCH_PYTHON"); env && *env) return env;
-  std::error_code ec;
-  if (std::filesystem::exists("/usr/bin/python3", ec)) return "/usr/bin/python3";
-  return "python3";
-}
-
-/// Runs the torch script and returns its `key value` lines (plus "_output" and "_status").
-std::map<std::string, std::string> run_torch(std::size_t n, int reps, unsigned threads, std::string& command) {
-  std::map<std::string, std::string> result;
-  std::filesystem::path script = std::filesystem::path(LUMINAL_BENCH_DIR) / "elementwise_chain.py";
-  command = "\"" + python_interpreter() + "\" \"" + script.string() + "\" --n " + std::to_string(n) +
-            " --reps " + std::to_string(reps) + " --threads " + std::to_string(threads) + " 2>&1";
-  if (!std::filesystem::exists(script)) {
-    result["_output"] = "script not found: " + script.string();
-    result["_status"] = "not run";
-    return result;
-  }
-  std::fflush(stdout);
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) {
-    result["_output"] = std::string("popen failed: ") + std::strerror(errno);
-    result["_status"] = "not run";
-    return result;
-  }
-  std::string output;
-  char buffer[4096];
-  while (std::fgets(buffer, sizeof buffer, pipe)) output += buffer;
-  int status = pclose(pipe);
-  result["_output"] = output.substr(0, output.find_last_not_of(" \n") + 1);
-  result["_status"] = status == -1 ? std::string("unknown")
-                      : WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
-                                          : "signal " + std::to_string(WTERMSIG(status));
-  std::istringstream lines(output);
-  for (std::string line; std::getline(lines, line);) {
-    auto space = line.find(' ');
-    if (space == std::string::npos) continue;
-    std::string key = line.substr(0, space);
-    if (key.rfind("torch_", 0) == 0) result[key] = line.substr(space + 1);
-  }
-  return result;
 }
 
 }  // namespace
@@ -191,13 +124,17 @@ int main(int argc, char** argv) {
 
   // ---- timing -----------------------------------------------------------------------------
   unsigned threads = thread_pool::instance().size();
-  double fused_ms = median_ms([&] { fused.run(); }, reps);
-  double op_ms = median_ms([&] { op_by_op.run(); }, reps);
-  double loop_ms = median_ms([&] { reference_chain(xs.data(), ys.data(), want.data(), n); }, reps);
+  double fused_ms = bench::median_ms([&] { fused.run(); }, reps);
+  double op_ms = bench::median_ms([&] { op_by_op.run(); }, reps);
+  double loop_ms = bench::median_ms([&] { reference_chain(xs.data(), ys.data(), want.data(), n); }, reps);
 
   std::map<std::string, std::string> torch;
   std::string command;
-  if (with_torch) torch = run_torch(n, reps, threads, command);
+  if (with_torch)
+    torch = bench::run_torch("elementwise_chain.py",
+                             "--n " + std::to_string(n) + " --reps " + std::to_string(reps) + " --threads " +
+                                 std::to_string(threads),
+                             command);
   bool have_torch = torch.count("torch_eager_ms") > 0;
   double torch_ms = have_torch ? std::stod(torch["torch_eager_ms"]) : 0.0;
 
@@ -241,7 +178,7 @@ int main(int argc, char** argv) {
   } else if (with_torch) {
     std::printf("\n  PyTorch figures unavailable: ");
     if (torch.count("torch_unavailable"))
-      std::printf("torch cannot be imported by %s (%s).\n", python_interpreter().c_str(),
+      std::printf("torch cannot be imported by %s (%s).\n", bench::python_interpreter().c_str(),
                   torch["torch_unavailable"].c_str());
     else
       std::printf("the torch script failed (%s): %s\n", torch["_status"].c_str(), torch["_output"].c_str());
