@@ -1,6 +1,7 @@
 // Composite elementwise ops, written in terms of the primitives only. A composite needs
 // no gradient rule of its own: the reverse pass differentiates its primitives.
 #pragma once
+#include <limits>
 #include <numbers>
 
 #include "binary.hpp"
@@ -22,8 +23,25 @@ template <expression A, expression B> constexpr auto min(A a, B b) { return neg(
 /// a > b, a <= b, a >= b as bool.
 template <expression A, expression B> constexpr auto greater_than(A a, B b) { return less_than(b, a); }
 template <expression X> constexpr auto logical_not(X x) { return less_than(cast<i32>(x), c<1>); }
-template <expression A, expression B> constexpr auto less_equal(A a, B b) { return logical_not(less_than(b, a)); }
-template <expression A, expression B> constexpr auto greater_equal(A a, B b) { return logical_not(less_than(a, b)); }
+namespace detail {
+/// True where x is not NaN: NaN is neither below +inf nor above -inf.
+template <expression X>
+constexpr auto is_ordered(X x) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  return less_than(c<0>, cast<i32>(less_than(x, c<inf>)) + cast<i32>(less_than(c<-inf>, x)));
+}
+/// not(b < a), and false when either operand is NaN, as IEEE a <= b.
+template <expression A, expression B>
+constexpr auto not_greater(A a, B b) {
+  using T = value_t<decltype(typed_operand<A, B>())>;  // a literal takes the other's type
+  if constexpr (floating_element<T>)
+    return where(is_ordered(a), where(is_ordered(b), logical_not(less_than(b, a)), c<0>), c<0>);
+  else
+    return logical_not(less_than(b, a));
+}
+}  // namespace detail
+template <expression A, expression B> constexpr auto less_equal(A a, B b) { return detail::not_greater(a, b); }
+template <expression A, expression B> constexpr auto greater_equal(A a, B b) { return detail::not_greater(b, a); }
 /// a == b as bool: neither is less than the other. Unlike IEEE ==, a NaN compares equal
 /// to everything here (it is less than nothing).
 template <expression A, expression B> constexpr auto equal(A a, B b) {
