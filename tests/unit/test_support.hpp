@@ -192,7 +192,7 @@ struct feeds {
 
 /// Compiles `loss` and grad(loss, wrt...) on backend B, runs it with `in`, and requires
 /// every analytic gradient to match central finite differences of the loss (relative
-/// error max|analytic - numeric| / max(1e-8, max|numeric|) below `tol`). Every leaf in
+/// error max|analytic - numeric| / max(1e-8, max|numeric|) below 1e-6). Every leaf in
 /// wrt must be given a value in `in`.
 template <class B, luminal::expression Loss, luminal::expression... W>
 void check_gradients(Loss loss, const feeds& in, W... wrt) {

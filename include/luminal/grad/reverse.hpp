@@ -146,7 +146,7 @@ constexpr auto grad(Loss, Wrt...) {
 
 /// The loss and its gradients together: `auto [loss, dw, db] = value_and_grad(loss, w, b);`
 template <expression Loss, expression... Wrt>
-constexpr auto value_and_grad(Loss loss, Wrt... wrt) {
+constexpr auto value_and_grad(Loss, Wrt...) {
   detail::require_scalar<Loss>();
   using T = value_t<Loss>;
   using pass = reverse_pass<Loss, Const<T, T(1)>, std::remove_cvref_t<Wrt>...>;

@@ -59,14 +59,42 @@ struct vjp<Map<F>> {
       else return no_gradient{};
     } else if constexpr (std::is_same_v<F, fn::StopGradient>) {
       return no_gradient{};
+    } else if constexpr (std::is_same_v<F, fn::Mod>) {
+      // As torch.fmod: fmod(a, b) = a - trunc(a / b) b, so d/da = 1 and d/db = -trunc(a / b),
+      // with trunc(a / b) = (a - fmod(a, b)) / b. Integer mod has no gradient.
+      if constexpr (!floating_element<T>) return no_gradient{};
+      else if constexpr (K == 0) return g;
+      else return neg(g * (x{} - N{}) * recip(child_t<N, 1>{}));
     } else {
-      // mod and less_than: piecewise constant or integer-valued; no gradient.
-      static_assert(std::is_same_v<F, fn::Mod> || std::is_same_v<F, fn::LessThan>,
-                    "luminal: this elementwise op has no gradient rule (grad/rules.hpp)");
+      // less_than: bool-valued; no gradient.
+      static_assert(std::is_same_v<F, fn::LessThan>, "luminal: this elementwise op has no gradient rule (grad/rules.hpp)");
       return no_gradient{};
     }
   }
 };
+
+namespace detail {
+/// A max over several axes is a chain of one-axis max reductions (reduce.hpp).
+template <class X>
+struct max_link : std::false_type {};
+template <int A, class Y>
+struct max_link<Node<Reduce<fn::MaxReduce, A>, Y>> : std::true_type {
+  static constexpr int axis = A;
+  using input = Y;
+};
+/// For each element of X, how many elements at the bottom of X's max chain tie with it
+/// (reach it as maxima): 1 when X is not a max reduction.
+template <class X>
+constexpr auto max_tie_count() {
+  if constexpr (!max_link<X>::value) {
+    return c<1>;
+  } else {
+    using Y = typename max_link<X>::input;
+    auto ties = cast<value_t<X>>(equal(Y{}, expand(X{}, shape_t<Y>{}))) * max_tie_count<Y>();
+    return sum<max_link<X>::axis>(ties, keepdim);
+  }
+}
+}  // namespace detail
 
 template <class F, int Axis>
 struct vjp<Reduce<F, Axis>> {
@@ -77,10 +105,13 @@ struct vjp<Reduce<F, Axis>> {
     if constexpr (std::is_same_v<F, fn::SumReduce>) {
       return expand(g, In{});
     } else {
-      // As torch.amax: the maximal elements share g evenly.
+      // As torch.amax: the maximal elements share g evenly, over all reduced axes at once.
+      // Each link of a several-axis chain weighs its tied elements by the ties below them
+      // (weight = is_max when x is not itself a max), so the chain gives every tied
+      // element of the input g / (total ties), not g split axis by axis.
       using T = value_t<N>;
-      auto is_max = cast<T>(equal(x{}, expand(N{}, In{})));
-      return expand(g * recip(sum<Axis>(is_max, keepdim)), In{}) * is_max;
+      auto weight = cast<T>(equal(x{}, expand(N{}, In{}))) * detail::max_tie_count<x>();
+      return expand(g * recip(sum<Axis>(weight, keepdim)), In{}) * weight;
     }
   }
 };

@@ -1,0 +1,223 @@
+// tensor_store: named tensors (parameters, optimizer state) held as dtype + shape + raw
+// little-endian bytes, the in-memory side of a checkpoint (see io/safetensors.hpp).
+#pragma once
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+#include <xtensor/xarray.hpp>
+
+#include "../dtype.hpp"
+
+namespace luminal {
+
+/// A tensor_store lookup failed: no entry of that name, or it holds another element type.
+class store_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Bytes per element of a dtype as stored (bool: one byte, 0 or 1).
+constexpr std::size_t dtype_size(dtype_tag tag) {
+  switch (tag) {
+    case dtype_tag::f32: return 4;
+    case dtype_tag::f64: return 8;
+    case dtype_tag::i32: return 4;
+    default: return 1;
+  }
+}
+
+namespace detail {
+
+/// Copies `count` elements of T from native to little-endian bytes (or back: the same
+/// operation). bool is stored as one byte, 0 or 1.
+template <element_type T>
+inline void copy_little_endian(std::byte* out, const T* in, std::size_t count) {
+  if constexpr (std::is_same_v<T, bool>) {
+    for (std::size_t i = 0; i < count; ++i) out[i] = std::byte(in[i] ? 1 : 0);
+  } else if constexpr (std::endian::native == std::endian::little) {
+    if (count) std::memcpy(out, in, count * sizeof(T));
+  } else {
+    for (std::size_t i = 0; i < count; ++i) {
+      unsigned char b[sizeof(T)];
+      std::memcpy(b, in + i, sizeof(T));
+      for (std::size_t k = 0; k < sizeof(T); ++k) out[i * sizeof(T) + k] = std::byte(b[sizeof(T) - 1 - k]);
+    }
+  }
+}
+
+/// The inverse of copy_little_endian: little-endian bytes to native elements. A bool
+/// byte other than 0 reads as true.
+template <element_type T>
+inline void copy_from_little_endian(T* out, const std::byte* in, std::size_t count) {
+  if constexpr (std::is_same_v<T, bool>) {
+    for (std::size_t i = 0; i < count; ++i) out[i] = in[i] != std::byte{0};
+  } else if constexpr (std::endian::native == std::endian::little) {
+    if (count) std::memcpy(out, in, count * sizeof(T));
+  } else {
+    for (std::size_t i = 0; i < count; ++i) {
+      unsigned char b[sizeof(T)];
+      for (std::size_t k = 0; k < sizeof(T); ++k) b[k] = static_cast<unsigned char>(in[i * sizeof(T) + sizeof(T) - 1 - k]);
+      std::memcpy(out + i, b, sizeof(T));
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Named tensors, each an element type, a shape and its row-major little-endian bytes.
+/// Names and metadata are kept sorted (std::map), so saving is deterministic.
+///
+///     luminal::tensor_store store;
+///     store.set("fc1.weight", xt::xarray<float>{{1, 2}, {3, 4}});
+///     store.metadata["epoch"] = "3";
+///     xt::xarray<float> w = store.get<float>("fc1.weight");   // store_error if absent
+///     save_safetensors(store, "model.safetensors");           // io/safetensors.hpp
+///
+/// set() on an existing name reuses that entry's buffer when it is large enough, so
+/// writing the same parameters every step allocates nothing after the first time.
+class tensor_store {
+ public:
+  struct entry {
+    dtype_tag dtype = dtype_tag::f32;
+    std::vector<index_t> shape;  // empty: a 0-d tensor (one element)
+    std::vector<std::byte> data; // row-major, little-endian, element_count() * dtype_size(dtype)
+
+    /// Product of the shape (1 for a 0-d tensor).
+    std::size_t element_count() const {
+      std::size_t n = 1;
+      for (index_t e : shape) n *= static_cast<std::size_t>(e);
+      return n;
+    }
+    std::size_t byte_size() const { return data.size(); }
+  };
+
+  /// Free-form string metadata, saved as safetensors' "__metadata__".
+  std::map<std::string, std::string, std::less<>> metadata;
+
+  /// Stores (copies) `value` under `name`, replacing any entry of that name.
+  template <element_type T>
+  void set(std::string name, const xt::xarray<T>& value) {
+    entry& e = slot(std::move(name));
+    e.dtype = dtype_of<T>();
+    e.shape.assign(value.shape().begin(), value.shape().end());
+    e.data.resize(value.size() * dtype_size(e.dtype));
+    if constexpr (!std::is_same_v<T, bool>) {
+      detail::copy_little_endian(e.data.data(), value.data(), value.size());
+    } else {
+      std::size_t i = 0;
+      for (bool b : value) e.data[i++] = std::byte(b ? 1 : 0);
+    }
+  }
+
+  /// Stores raw little-endian bytes; their size must be the shape's element count times
+  /// the dtype's size. Throws store_error naming the key otherwise.
+  void set_raw(std::string name, dtype_tag dtype, std::span<const index_t> shape, std::span<const std::byte> bytes) {
+    std::size_t n = 1;
+    for (index_t extent : shape) {
+      if (extent < 0) throw store_error("luminal: tensor_store::set_raw('" + name + "'): negative extent " + std::to_string(extent));
+      n *= static_cast<std::size_t>(extent);
+    }
+    if (n * dtype_size(dtype) != bytes.size())
+      throw store_error("luminal: tensor_store::set_raw('" + name + "'): " + std::to_string(bytes.size()) +
+                        " bytes given, but " + std::to_string(n) + " elements of " + std::string(dtype_name(dtype)) +
+                        " need " + std::to_string(n * dtype_size(dtype)));
+    entry& e = slot(std::move(name));
+    e.dtype = dtype;
+    e.shape.assign(shape.begin(), shape.end());
+    e.data.assign(bytes.begin(), bytes.end());
+  }
+
+  /// Stores a prepared entry (moved in); its byte size must match its shape and dtype.
+  void insert(std::string name, entry value) {
+    std::size_t n = 1;
+    for (index_t extent : value.shape) {
+      if (extent < 0) throw store_error("luminal: tensor_store::insert('" + name + "'): negative extent " + std::to_string(extent));
+      n *= static_cast<std::size_t>(extent);
+    }
+    if (n * dtype_size(value.dtype) != value.data.size())
+      throw store_error("luminal: tensor_store::insert('" + name + "'): " + std::to_string(value.data.size()) +
+                        " bytes, but " + std::to_string(n) + " elements of " + std::string(dtype_name(value.dtype)) +
+                        " need " + std::to_string(n * dtype_size(value.dtype)));
+    slot(std::move(name)) = std::move(value);
+  }
+
+  /// The entry as an xtensor array of T. Throws store_error if there is no entry of that
+  /// name, or if it holds another element type (the message names both).
+  template <element_type T>
+  xt::xarray<T> get(std::string_view name) const {
+    const entry& e = at(name);
+    if (e.dtype != dtype_of<T>())
+      throw store_error("luminal: tensor_store entry '" + std::string(name) + "' holds " +
+                        std::string(dtype_name(e.dtype)) + ", not the requested " + std::string(dtype_name<T>()));
+    std::vector<std::size_t> shape(e.shape.begin(), e.shape.end());
+    xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
+    if constexpr (!std::is_same_v<T, bool>) {
+      detail::copy_from_little_endian(out.data(), e.data.data(), out.size());
+    } else {
+      std::size_t i = 0;
+      for (auto& b : out) b = e.data[i++] != std::byte{0};
+    }
+    return out;
+  }
+
+  bool contains(std::string_view name) const { return entries_.find(name) != entries_.end(); }
+
+  /// The entry of that name; throws store_error naming the key if there is none.
+  const entry& at(std::string_view name) const {
+    auto it = entries_.find(name);
+    if (it == entries_.end()) {
+      std::string msg = "luminal: tensor_store has no entry '" + std::string(name) + "'";
+      if (entries_.empty()) msg += " (the store is empty)";
+      else msg += " (it has " + std::to_string(entries_.size()) + " entries, e.g. '" + entries_.begin()->first + "')";
+      throw store_error(msg);
+    }
+    return it->second;
+  }
+
+  /// All names, sorted.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    out.reserve(entries_.size());
+    for (const auto& kv : entries_) out.push_back(kv.first);
+    return out;
+  }
+
+  std::size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+
+  /// Removes the entry of that name; returns whether there was one.
+  bool erase(std::string_view name) {
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return false;
+    entries_.erase(it);
+    return true;
+  }
+
+  void clear() {
+    entries_.clear();
+    metadata.clear();
+  }
+
+  /// Iteration over (name, entry) pairs in name order.
+  auto begin() const { return entries_.begin(); }
+  auto end() const { return entries_.end(); }
+
+ private:
+  entry& slot(std::string&& name) {
+    auto it = entries_.find(name);
+    if (it != entries_.end()) return it->second;
+    return entries_.emplace(std::move(name), entry{}).first->second;
+  }
+
+  std::map<std::string, entry, std::less<>> entries_;
+};
+
+}  // namespace luminal
