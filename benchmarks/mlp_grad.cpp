@@ -139,8 +139,8 @@ int main(int argc, char** argv) {
                   std::stod(torch["torch_linear_fwd_ms"]));
       std::printf("  %-44s %10.3f\n", (version + " nn.Linear forward + backward").c_str(),
                   std::stod(torch["torch_linear_fwdbwd_ms"]));
-      std::printf("  (torch rows without nn.Linear keep weights as [in, out] and use x @ W + b: Debian's\n"
-                  "   torch 1.13 is slow on nn.Linear's x @ W^T; the faster torch variant is compared below)\n");
+      std::printf("  (torch rows without nn.Linear keep weights as [in, out] and use x @ W + b; the faster\n"
+                  "   of the two torch variants is compared below)\n");
     }
   }
   std::printf("\n  value_and_grad / forward (FLOP ratio ~3): %.2fx\n", training_ms / forward_ms);

@@ -30,9 +30,9 @@ model = torch.nn.Sequential(
     torch.nn.Linear(512, 10))
 
 
-# Debian's torch 1.13 (BLAS_INFO=generic) is slow on nn.Linear's x @ W^T layout; the same
-# model with weights stored [in, out] and x @ W + b takes its fast path. Both are timed
-# and the faster one is the peer.
+# Debian's torch 1.13 is built with BLAS_INFO=generic, so the layout of the weights can
+# matter: the model is timed with nn.Linear (x @ W^T) and with weights stored [in, out]
+# (x @ W + b), and the C++ side compares against the faster of the two.
 weights = [torch.nn.Parameter(torch.randn(i, o) * 0.05) for i, o in ((784, 512), (512, 512), (512, 10))]
 biases = [torch.nn.Parameter(torch.zeros(o)) for o in (512, 512, 10)]
 
