@@ -84,7 +84,13 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
     std::array<bool, N> seen{};
     int top = 0;
     int root = plan.kernels[k];
-    for (int c = 0; c < table[root].child_count; ++c) stack[top++] = table[root].children[c];
+    for (int c = 0; c < table[root].child_count; ++c) {
+      int child = table[root].children[c];
+      // A GEMM reads the stored base of each operand even when the operand's view is
+      // itself stored (retained): that base must stay live until this kernel.
+      if (table[root].kind == op_kind::matmul) child = gemm_operand_base(table, child);
+      stack[top++] = child;
+    }
     while (top > 0) {
       int id = stack[--top];
       if (seen[id]) continue;
