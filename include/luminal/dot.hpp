@@ -14,7 +14,8 @@ template <class N>
 std::string node_label() {
   std::ostringstream label;
   if constexpr (N::kind == op_kind::input) {
-    label << (N::role == leaf_role::parameter ? "param " : "input ") << N::name.view();
+    label << (N::role == leaf_role::parameter ? "param " : N::role == leaf_role::state ? "state " : "input ")
+          << N::name.view();
   } else if constexpr (N::kind == op_kind::constant) {
     label << "const " << N::value;
   } else if constexpr (N::kind == op_kind::extent) {

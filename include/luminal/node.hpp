@@ -44,8 +44,9 @@ struct Node : node_base {
   static constexpr op_kind kind = Op::kind;
 };
 
-/// Whether a leaf is data fed each run (input) or trained state (parameter).
-enum class leaf_role { input, parameter };
+/// Whether a leaf is data fed each run (input), trained (parameter), or an optimizer's
+/// state that a training step carries from one step to the next (momentum, moments).
+enum class leaf_role { input, parameter, state };
 
 /// A named leaf: `Input<"x", f32, Shape<Batch, 784>>`. Names double as checkpoint keys.
 template <fixed_string Name, element_type T, shape_type S, leaf_role Role>

@@ -117,6 +117,8 @@ class program {
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<leaf_count>>([&](auto I) {
       buffers_[leaf_id<I>()] = const_cast<void*>(bindings_[I].data);
     });
+    for (int id : output_ids)
+      if (external_[id]) buffers_[id] = external_[id];
     backend_.to_device(buffers_device_, buffers_.data(), node_count * sizeof(void*));
     int no_error = 0;
     backend_.to_device(error_device_, &no_error, sizeof(int));
@@ -157,6 +159,19 @@ class program {
       throw input_error("luminal: output " + std::to_string(I) + " holds " + std::to_string(count) +
                         " elements, but the destination holds " + std::to_string(destination.size()));
     backend_copy_out(destination.data(), buffers_[output_ids[I]], count * sizeof(T));
+  }
+
+  /// Makes output I be written straight into `destination` (memory of this backend that
+  /// holds its element count) instead of the program's arena, from the next run() on;
+  /// nullptr gives it back to the arena. A training step points the updated parameters at
+  /// the parameter store this way, so that no step copies them.
+  template <std::size_t I>
+  void write_output_to(value_t<output_node<I>>* destination) {
+    static_assert(output_node<I>::kind != op_kind::input,
+                  "luminal: write_output_to: this output is an input, which no kernel writes");
+    constexpr int id = output_ids[I];
+    if ((external_[id] == nullptr) != (destination == nullptr)) planned_ = false;  // the arena changes
+    external_[id] = destination;
   }
 
   /// Runtime extents of output I after run().
@@ -372,6 +387,7 @@ class program {
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
       using N = boost::mp11::mp_at_c<nodes, I>;
       if constexpr (plan.stored[I] && N::kind != op_kind::input) {
+        if (external_[I]) return;
         std::size_t bytes = (element_count(I) * sizeof(value_t<N>) + 63) / 64 * 64;
         requests.push_back({int(I), bytes, plan.kernel_of[I], plan.last_use[I], 0});
         unshared_bytes_ += bytes;
@@ -421,6 +437,7 @@ class program {
     std::swap(dims_, other.dims_);
     std::swap(planned_dims_, other.planned_dims_);
     std::swap(buffers_, other.buffers_);
+    std::swap(external_, other.external_);
     std::swap(buffers_device_, other.buffers_device_);
     std::swap(dims_device_, other.dims_device_);
     std::swap(error_device_, other.error_device_);
@@ -445,6 +462,7 @@ class program {
   std::array<binding, leaf_count> bindings_{};
   std::vector<index_t> dims_, planned_dims_;
   std::array<void*, node_count> buffers_{};
+  std::array<void*, node_count> external_{};  // outputs written to the caller's memory
   void** buffers_device_ = nullptr;
   index_t* dims_device_ = nullptr;
   int* error_device_ = nullptr;

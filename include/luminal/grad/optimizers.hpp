@@ -1,0 +1,196 @@
+// Optimizers as graph nodes. An optimizer turns a parameter and its gradient into the
+// expressions of the updated parameter and of its updated state (momentum, moments), so
+// that forward, backward and update compile into one program (see train.hpp). The
+// hyperparameters are runtime scalar inputs ("optim.lr", ...) computed on the host each
+// step from the optimizer's fields and the step count: changing the learning rate, or a
+// schedule, needs no recompilation. The update rules are PyTorch's (torch.optim.SGD,
+// Adam, AdamW), so the same hyperparameters give the same trajectories.
+//
+//     auto step = compile_train_step(loss, adamw{.lr = 1e-3f, .weight_decay = 0.05f});
+//     step.optimizer().lr = 3e-4f;          // takes effect at the next step
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+
+#include "../ops/composite.hpp"
+#include "../ops/reductions.hpp"
+
+namespace luminal {
+
+namespace detail {
+/// `Prefix + Name` as one compile-time string: the name of a parameter's state leaf.
+template <fixed_string Prefix, fixed_string Name>
+consteval auto prefixed_name() {
+  char joined[Prefix.size() + Name.size() + 1]{};
+  for (std::size_t i = 0; i < Prefix.size(); ++i) joined[i] = Prefix.chars[i];
+  for (std::size_t i = 0; i < Name.size(); ++i) joined[Prefix.size() + i] = Name.chars[i];
+  return fixed_string<Prefix.size() + Name.size() + 1>(joined);
+}
+}  // namespace detail
+
+/// Optimizer state of parameter P (a leaf of role `state`), named `Prefix + P's name`,
+/// e.g. "optimizer.exp_avg.fc1.weight". Checkpoints store it under that name.
+template <fixed_string Prefix, class P>
+using state_leaf = Leaf<detail::prefixed_name<Prefix, P::name>(), value_t<P>, shape_t<P>, leaf_role::state>;
+
+/// A runtime scalar hyperparameter of element type T.
+template <fixed_string Name, class T>
+using hyperparameter = Input<Name, T, Shape<>>;
+
+/// SGD with momentum, Nesterov momentum and L2 weight decay, as torch.optim.SGD
+/// (dampening 0): g += wd p; v = momentum v + g; p -= lr (nesterov ? g + momentum v : v).
+struct sgd {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+
+  static constexpr std::string_view name = "sgd";
+  template <class P>
+  using states = boost::mp11::mp_list<state_leaf<"optimizer.momentum_buffer.", P>>;
+
+  /// The updated parameter and momentum buffer of P, given its gradient g.
+  template <class P, class G>
+  static constexpr auto update(P p, G g) {
+    using T = value_t<P>;
+    hyperparameter<"optim.lr", T> lr;
+    hyperparameter<"optim.momentum", T> momentum;
+    hyperparameter<"optim.weight_decay", T> weight_decay;
+    hyperparameter<"optim.nesterov", T> nesterov;  // 1 or 0
+    state_leaf<"optimizer.momentum_buffer.", P> buffer;
+    auto decayed = g + weight_decay * p;
+    auto new_buffer = momentum * buffer + decayed;
+    auto direction = new_buffer + nesterov * (decayed + momentum * new_buffer - new_buffer);
+    return std::tuple{p - lr * direction, new_buffer};
+  }
+
+  /// The scalars of step `step` (counted from 1), passed to set(name, value).
+  template <class Set>
+  void hyperparameters(std::int64_t, Set&& set) const {
+    set("optim.lr", lr);
+    set("optim.momentum", momentum);
+    set("optim.weight_decay", weight_decay);
+    set("optim.nesterov", nesterov ? 1.0 : 0.0);
+  }
+};
+
+namespace detail {
+/// Adam and AdamW share one graph: g += l2 p; m = b1 m + (1 - b1) g;
+/// v = b2 v + (1 - b2) g^2; p = keep p - step_size m / (sqrt(v) / sqrt(1 - b2^t) + eps),
+/// with step_size = lr / (1 - b1^t), and l2 = wd, keep = 1 (Adam) or l2 = 0,
+/// keep = 1 - lr wd (AdamW), as torch.optim.Adam / AdamW compute it.
+struct adam_graph {
+  template <class P>
+  using states = boost::mp11::mp_list<state_leaf<"optimizer.exp_avg.", P>, state_leaf<"optimizer.exp_avg_sq.", P>>;
+
+  template <class P, class G>
+  static constexpr auto update(P p, G g) {
+    using T = value_t<P>;
+    hyperparameter<"optim.beta1", T> beta1;
+    hyperparameter<"optim.one_minus_beta1", T> one_minus_beta1;
+    hyperparameter<"optim.beta2", T> beta2;
+    hyperparameter<"optim.one_minus_beta2", T> one_minus_beta2;
+    hyperparameter<"optim.l2", T> l2;
+    hyperparameter<"optim.keep", T> keep;
+    hyperparameter<"optim.step_size", T> step_size;
+    hyperparameter<"optim.inv_sqrt_bias_correction2", T> inv_sqrt_correction;
+    hyperparameter<"optim.eps", T> eps;
+    state_leaf<"optimizer.exp_avg.", P> m;
+    state_leaf<"optimizer.exp_avg_sq.", P> v;
+    auto decayed = g + l2 * p;
+    auto new_m = beta1 * m + one_minus_beta1 * decayed;
+    auto new_v = beta2 * v + one_minus_beta2 * square(decayed);
+    auto new_p = keep * p - step_size * new_m / (sqrt(new_v) * inv_sqrt_correction + eps);
+    return std::tuple{new_p, new_m, new_v};
+  }
+
+  template <class Set>
+  static void set_scalars(std::int64_t step, float lr, float beta1, float beta2, float eps, float l2, float keep,
+                          Set&& set) {
+    const double t = double(step);
+    set("optim.beta1", beta1);
+    set("optim.one_minus_beta1", 1.0 - double(beta1));
+    set("optim.beta2", beta2);
+    set("optim.one_minus_beta2", 1.0 - double(beta2));
+    set("optim.l2", l2);
+    set("optim.keep", keep);
+    set("optim.step_size", double(lr) / (1.0 - std::pow(double(beta1), t)));
+    set("optim.inv_sqrt_bias_correction2", 1.0 / std::sqrt(1.0 - std::pow(double(beta2), t)));
+    set("optim.eps", eps);
+  }
+};
+}  // namespace detail
+
+/// Adam with L2 weight decay added to the gradient, as torch.optim.Adam.
+struct adam {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+
+  static constexpr std::string_view name = "adam";
+  template <class P>
+  using states = detail::adam_graph::states<P>;
+  template <class P, class G>
+  static constexpr auto update(P p, G g) { return detail::adam_graph::update(p, g); }
+  template <class Set>
+  void hyperparameters(std::int64_t step, Set&& set) const {
+    detail::adam_graph::set_scalars(step, lr, beta1, beta2, eps, weight_decay, 1.0f, set);
+  }
+};
+
+/// Adam with decoupled weight decay (p -= lr wd p before the step), as torch.optim.AdamW.
+struct adamw {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+
+  static constexpr std::string_view name = "adamw";
+  template <class P>
+  using states = detail::adam_graph::states<P>;
+  template <class P, class G>
+  static constexpr auto update(P p, G g) { return detail::adam_graph::update(p, g); }
+  template <class Set>
+  void hyperparameters(std::int64_t step, Set&& set) const {
+    detail::adam_graph::set_scalars(step, lr, beta1, beta2, eps, 0.0f, 1.0f - lr * weight_decay, set);
+  }
+};
+
+/// What a training step does with the gradients before the update.
+enum class gradient_clipping {
+  none,
+  /// Scales every gradient by min(1, max_norm / (norm + 1e-6)), where norm is the L2 norm
+  /// of all gradients together (torch.nn.utils.clip_grad_norm_). max_norm is the runtime
+  /// scalar "optim.max_grad_norm" (train_step::max_grad_norm).
+  global_norm,
+};
+
+namespace detail {
+/// The clipped gradients (a tuple) of a tuple of gradients.
+template <gradient_clipping Clipping, class... G>
+constexpr auto clip_gradients(std::tuple<G...> grads) {
+  if constexpr (Clipping == gradient_clipping::none || sizeof...(G) == 0) {
+    return grads;
+  } else {
+    using T = value_t<boost::mp11::mp_first<boost::mp11::mp_list<G...>>>;
+    hyperparameter<"optim.max_grad_norm", T> max_norm;
+    auto norm = sqrt((sum(square(G{})) + ...));
+    auto coefficient = min(max_norm / (norm + c<1e-6>), c<1.0>);
+    return std::tuple{(G{} * coefficient)...};
+  }
+}
+}  // namespace detail
+
+/// Whether O has the shape of an optimizer: update(p, g) and hyperparameters(step, set).
+template <class O>
+concept optimizer = requires(const O& o) {
+  { O::name } -> std::convertible_to<std::string_view>;
+  o.hyperparameters(std::int64_t{1}, [](std::string_view, double) {});
+};
+
+}  // namespace luminal

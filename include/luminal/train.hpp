@@ -1,0 +1,255 @@
+// One compiled training step: forward, backward and optimizer update as one program.
+//
+//     auto loss = nn::cross_entropy(model(x), labels);
+//     auto step = compile_train_step(loss, adam{.lr = 1e-3f});   // every param of the loss
+//     step.store().assign(initial_values);      // a tensor_store, e.g. from nn initializers
+//     step.bind("x", images);  step.bind("labels", classes);
+//     float value = step.run();                 // one step; the parameters are updated
+//     step.optimizer().lr = 1e-4f;              // runtime: no recompilation
+//     step.save("model.safetensors");           // parameters, optimizer state, step count
+//
+// The parameters are the loss's param<> leaves; their gradients come from the reverse
+// pass, optionally clipped by their global norm, and feed the optimizer's update graph
+// (grad/optimizers.hpp). The updated parameters and state are the program's outputs,
+// written straight into the parameter store's second buffers, which then swap.
+#pragma once
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <tuple>
+
+#include "grad/optimizers.hpp"
+#include "grad/reverse.hpp"
+#include "io/safetensors.hpp"
+#include "parameter_store.hpp"
+
+namespace luminal {
+
+namespace detail {
+template <class N>
+struct is_parameter_leaf : std::false_type {};
+template <fixed_string Name, element_type T, shape_type S>
+struct is_parameter_leaf<Param<Name, T, S>> : std::true_type {};
+
+template <class Prog>
+constexpr bool has_leaf(std::string_view name) {
+  bool found = false;
+  boost::mp11::mp_for_each<typename Prog::leaves>([&](auto leaf) { found = found || decltype(leaf)::name.view() == name; });
+  return found;
+}
+
+/// splitmix64: a well-mixed 64-bit value of (seed, step) for the graph's "rng.seed".
+constexpr std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+}  // namespace detail
+
+/// A compiled training step over the parameter and optimizer-state leaves `Slots` (an
+/// mp_list: the parameters first, then each parameter's state). Output 0 of Program is
+/// the loss; output 1 + i is the updated value of slot i. Move-only.
+template <class B, class Opt, gradient_clipping Clipping, class Program, class Slots>
+class train_step {
+ public:
+  using program_type = Program;
+  using loss_type = value_t<typename Program::template output_node<0>>;
+  static constexpr std::size_t slot_count = boost::mp11::mp_size<Slots>::value;
+
+  train_step(Program program, Opt optimizer, B backend = {})
+      : program_(std::move(program)), optimizer_(std::move(optimizer)), store_(std::move(backend)) {
+    boost::mp11::mp_for_each<Slots>([&](auto leaf) {
+      using L = decltype(leaf);
+      std::vector<index_t> shape;
+      for (const Dim& d : L::shape::dims) {
+        if (!d.is_static())
+          throw input_error("luminal: parameter '" + std::string(L::name.view()) + "' has the symbolic shape " +
+                            to_string(L::shape::dims) + "; parameters need static extents");
+        shape.push_back(d.offset);
+      }
+      store_.add(L::name.view(), dtype_of<value_t<L>>(), std::move(shape));
+    });
+  }
+
+  /// Binds a data input (copied), as program::bind does. Parameters, optimizer state and
+  /// hyperparameters are bound by the step itself; naming one is an input_error.
+  template <class E>
+  void bind(std::string_view name, const xt::xexpression<E>& array) {
+    require_data_input(name);
+    program_.bind(name, array);
+  }
+  template <element_type T>
+  void bind(std::string_view name, const T* data, std::span<const index_t> shape) {
+    require_data_input(name);
+    program_.bind(name, data, shape);
+  }
+
+  /// Runs one step and returns the loss (of the parameters before the update). A loss
+  /// that is NaN or infinite throws run_error, and the parameters and state stay as they
+  /// were before this step.
+  loss_type run() {
+    const std::int64_t t = step_ + 1;
+    optimizer_.hyperparameters(t, [&](std::string_view name, double value) { bind_scalar(name, value); });
+    if constexpr (Clipping == gradient_clipping::global_norm) bind_scalar("optim.max_grad_norm", max_grad_norm);
+    if constexpr (detail::has_leaf<Program>("rng.seed"))
+      bind_scalar("rng.seed", double(detail::mix(seed ^ detail::mix(std::uint64_t(t))) >> 40));  // exact in f32
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<slot_count>>([&](auto I) {
+      using L = boost::mp11::mp_at_c<Slots, I>;
+      auto& s = store_.at(L::name.view());
+      program_.bind_view(L::name.view(), static_cast<const value_t<L>*>(s.current), s.shape);
+      program_.template write_output_to<1 + I>(static_cast<value_t<L>*>(s.next));
+    });
+    program_.run();
+    loss_type loss{};
+    program_.template read_output<0>(std::span<loss_type>(&loss, 1));
+    if (!std::isfinite(double(loss)))
+      throw run_error("luminal: the loss is " + std::string(std::isnan(double(loss)) ? "NaN" : "infinite") +
+                      " at step " + std::to_string(t) +
+                      "; the parameters and optimizer state are left as they were before this step");
+    store_.swap_buffers();
+    step_ = t;
+    return loss;
+  }
+
+  /// Steps taken so far (the optimizer's bias corrections count from it).
+  std::int64_t step_count() const { return step_; }
+  void set_step_count(std::int64_t steps) { step_ = steps; }
+
+  Opt& optimizer() { return optimizer_; }
+  const Opt& optimizer() const { return optimizer_; }
+  parameter_store<B>& store() { return store_; }
+  const parameter_store<B>& store() const { return store_; }
+  Program& program() { return program_; }
+
+  /// Parameters, optimizer state, step count and optimizer name as one tensor_store.
+  tensor_store state() const {
+    tensor_store out = store_.to_tensors();
+    out.metadata["luminal.step"] = std::to_string(step_);
+    out.metadata["luminal.optimizer"] = std::string(Opt::name);
+    return out;
+  }
+
+  /// Loads what state() saved, or parameters alone (a model written by PyTorch): every
+  /// parameter must be present with its dtype and shape; optimizer state must be all
+  /// present or all absent (then it restarts at zero, with the step count). Throws
+  /// checkpoint_error naming what is missing or wrong; the store is unchanged then.
+  void load_state(const tensor_store& values, const std::string& origin = "the checkpoint") {
+    std::size_t params = 0, states = 0;
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<slot_count>>([&](auto I) {
+      using L = boost::mp11::mp_at_c<Slots, I>;
+      const bool present = values.contains(L::name.view());
+      if constexpr (L::role == leaf_role::parameter) {
+        if (!present)
+          throw checkpoint_error("luminal: " + origin + " has no tensor '" + std::string(L::name.view()) +
+                                 "', a parameter of this model");
+        ++params;
+      } else {
+        states += present;
+      }
+      if (present) {
+        const auto& entry = values.at(L::name.view());
+        const auto& s = store_.at(L::name.view());
+        if (entry.dtype != s.dtype || entry.shape != s.shape)
+          throw checkpoint_error("luminal: " + origin + " holds '" + std::string(L::name.view()) + "' as " +
+                                 store_.describe(entry.dtype, entry.shape) + ", but this model's is " +
+                                 store_.describe(s.dtype, s.shape));
+      }
+    });
+    if (states != 0 && states != slot_count - params)
+      throw checkpoint_error("luminal: " + origin + " holds the optimizer state of only some parameters (" +
+                             std::to_string(states) + " of " + std::to_string(slot_count - params) + " tensors)");
+    std::int64_t steps = 0;
+    if (states != 0) {
+      auto it = values.metadata.find("luminal.step");
+      if (it == values.metadata.end())
+        throw checkpoint_error("luminal: " + origin + " has optimizer state but no step count (luminal.step)");
+      try {
+        std::size_t used = 0;
+        steps = std::stoll(it->second, &used);
+        if (used != it->second.size() || steps < 0) throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        throw checkpoint_error("luminal: " + origin + " has a bad step count '" + it->second + "'");
+      }
+    }
+    if (states == 0) zero_state();
+    store_.assign(values);
+    step_ = steps;
+  }
+
+  /// Writes state() to a safetensors file atomically (io/safetensors.hpp).
+  void save(const std::filesystem::path& path) const { save_safetensors(state(), path); }
+  /// Reads a safetensors file with load_state().
+  void load(const std::filesystem::path& path) { load_state(load_safetensors(path), "'" + path.string() + "'"); }
+
+  /// The global-norm bound when compiled with gradient_clipping::global_norm.
+  double max_grad_norm = std::numeric_limits<double>::infinity();
+  /// Seeds the graph's "rng.seed" input (dropout), mixed with the step count.
+  std::uint64_t seed = 0;
+
+ private:
+  void require_data_input(std::string_view name) const {
+    bool reserved = name.starts_with("optim.") || name == "rng.seed";
+    boost::mp11::mp_for_each<Slots>([&](auto leaf) { reserved = reserved || decltype(leaf)::name.view() == name; });
+    if (reserved)
+      throw input_error("luminal: '" + std::string(name) +
+                        "' is bound by the training step (a parameter, optimizer state or hyperparameter); "
+                        "change it through store(), optimizer() or the step's fields");
+  }
+  void bind_scalar(std::string_view name, double value) {
+    const loss_type v = loss_type(value);
+    program_.bind(name, &v, std::span<const index_t>{});
+  }
+  void zero_state() {
+    boost::mp11::mp_for_each<Slots>([&](auto leaf) {
+      if constexpr (decltype(leaf)::role == leaf_role::state) store_.zero(decltype(leaf)::name.view());
+    });
+  }
+
+  Program program_;
+  Opt optimizer_;
+  parameter_store<B> store_;
+  std::int64_t step_ = 0;
+};
+
+namespace detail {
+template <class... E>
+constexpr auto tail(std::tuple<E...>) {
+  return [&]<class First, class... Rest>(boost::mp11::mp_list<First, Rest...>) { return std::tuple<Rest...>{}; }(
+      boost::mp11::mp_list<E...>{});
+}
+
+template <class B, retention_policy Policy, gradient_clipping Clipping, class Loss, class Opt, class... P>
+auto build_train_step(Loss loss, Opt opt, boost::mp11::mp_list<P...>) {
+  static_assert(sizeof...(P) > 0, "luminal: compile_train_step: the loss has no param<> leaves to train");
+  using T = value_t<Loss>;
+  static_assert((std::is_same_v<value_t<P>, T> && ...),
+                "luminal: compile_train_step: every parameter must have the loss's element type");
+  auto grads = clip_gradients<Clipping>(tail(value_and_grad(loss, P{}...)));
+  return [&]<std::size_t... J>(std::index_sequence<J...>) {
+    auto updates = std::tuple{Opt::update(P{}, std::get<J>(grads))...};
+    auto outputs = std::tuple_cat(std::tuple{loss}, std::tuple{std::get<0>(std::get<J>(updates))...},
+                                  tail(std::get<J>(updates))...);
+    auto prog = std::apply([](auto... o) { return compile<B, Policy>(o...); }, outputs);
+    using slots = boost::mp11::mp_append<boost::mp11::mp_list<P...>, typename Opt::template states<P>...>;
+    return train_step<B, Opt, Clipping, decltype(prog), slots>(std::move(prog), std::move(opt));
+  }(std::index_sequence_for<P...>{});
+}
+}  // namespace detail
+
+/// Compiles forward, backward and the optimizer's update of every param<> leaf of `loss`
+/// into one program, on backend B (host by default). With gradient_clipping::global_norm
+/// the gradients are scaled to step.max_grad_norm first.
+///
+///     auto step = compile_train_step(loss, sgd{.lr = 0.1f, .momentum = 0.9f});
+///     auto clipped = compile_train_step<host, retention_policy::store_all,
+///                                       gradient_clipping::global_norm>(loss, adamw{});
+template <class B = host, retention_policy Policy = retention_policy::store_all,
+          gradient_clipping Clipping = gradient_clipping::none, expression Loss, optimizer Opt>
+auto compile_train_step(Loss loss, Opt opt) {
+  static_assert(shape_t<Loss>::rank == 0, "luminal: compile_train_step needs a scalar loss (reduce it with mean)");
+  using params = boost::mp11::mp_filter<detail::is_parameter_leaf, topo_nodes<Loss>>;
+  return detail::build_train_step<B, Policy, Clipping>(loss, std::move(opt), params{});
+}
+
+}  // namespace luminal
