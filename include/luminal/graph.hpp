@@ -11,6 +11,22 @@
 namespace luminal {
 
 namespace detail {
+// Membership and position in a node list are folds over the compiler's type-identity
+// builtin: one instantiation per query. mp11's mp_contains / mp_find instantiate
+// std::is_same once per list element and query, which for graphs of a few hundred nodes
+// was most of the compile time and memory.
+template <class L, class N>
+struct position_in;
+template <class... T, class N>
+struct position_in<boost::mp11::mp_list<T...>, N> {
+  static constexpr int value = [] {
+    constexpr bool same[] = {__is_same(T, N)..., true};
+    int i = 0;
+    while (!same[i]) ++i;
+    return i;
+  }();
+};
+
 template <class Visited, class N>
 struct visit;
 
@@ -25,11 +41,19 @@ struct visit_all<Visited, boost::mp11::mp_list<First, Rest...>> {
   using type = typename visit_all<typename visit<Visited, First>::type, boost::mp11::mp_list<Rest...>>::type;
 };
 
+template <bool Seen, class Visited, class N>
+struct visit_unless {
+  using type = Visited;
+};
+template <class Visited, class N>
+struct visit_unless<false, Visited, N> {
+  using type = boost::mp11::mp_push_back<typename visit_all<Visited, typename N::children>::type, N>;
+};
+
 template <class Visited, class N>
 struct visit {
-  using type = boost::mp11::mp_if<
-      boost::mp11::mp_contains<Visited, N>, Visited,
-      boost::mp11::mp_push_back<typename visit_all<Visited, typename N::children>::type, N>>;
+  using type = typename visit_unless<(position_in<Visited, N>::value < int(boost::mp11::mp_size<Visited>::value)),
+                                     Visited, N>::type;
 };
 }  // namespace detail
 
@@ -39,7 +63,7 @@ using topo_nodes = typename detail::visit_all<boost::mp11::mp_list<>, boost::mp1
 
 /// Position of node type N in the list L.
 template <class L, class N>
-inline constexpr int node_id = int(boost::mp11::mp_find<L, N>::value);
+inline constexpr int node_id = detail::position_in<L, N>::value;
 
 /// One row of the flat graph table.
 struct node_info {
