@@ -11,11 +11,34 @@ namespace luminal {
 template <std::size_t N>
 struct fixed_string {
   char chars[N]{};
+  constexpr fixed_string() = default;  // all zeros: filled in by constexpr code
   constexpr fixed_string(const char (&text)[N]) { std::copy_n(text, N, chars); }
   constexpr std::string_view view() const { return {chars, N - 1}; }
   constexpr std::size_t size() const { return N - 1; }
   constexpr const char* c_str() const { return chars; }
 };
+
+/// Concatenation at compile time, usable as a template argument, so that a module can
+/// name its parameters from its prefix: `param<Prefix + ".weight", f32>(...)`.
+template <std::size_t N, std::size_t M>
+constexpr fixed_string<N + M - 1> operator+(const fixed_string<N>& a, const fixed_string<M>& b) {
+  fixed_string<N + M - 1> out;
+  std::copy_n(a.chars, N - 1, out.chars);
+  std::copy_n(b.chars, M, out.chars + (N - 1));  // b's terminating zero included
+  return out;
+}
+template <std::size_t N, std::size_t M>
+constexpr fixed_string<N + M - 1> operator+(const fixed_string<N>& a, const char (&b)[M]) {
+  return a + fixed_string<M>(b);
+}
+template <std::size_t N, std::size_t M>
+constexpr fixed_string<N + M - 1> operator+(const char (&a)[N], const fixed_string<M>& b) {
+  return fixed_string<N>(a) + b;
+}
+template <std::size_t N, std::size_t M>
+constexpr bool operator==(const fixed_string<N>& a, const fixed_string<M>& b) {
+  return a.view() == b.view();
+}
 
 /// A fixed-capacity string built in constexpr code; used to render shapes into the
 /// template arguments of compile errors so that the compiler prints them verbatim.

@@ -30,6 +30,7 @@
 #include "ops/reshape.hpp"
 #include "ops/slice.hpp"
 #include "ops/stop_gradient.hpp"
+#include "ops/unfold.hpp"
 #include "ops/unary.hpp"
 #include "ops/where.hpp"
 #include "program.hpp"

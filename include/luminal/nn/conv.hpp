@@ -1,0 +1,154 @@
+// 2-D convolution and pooling on NCHW tensors, as torch.nn.Conv2d, MaxPool2d, AvgPool2d.
+// All three are views plus one kernel boundary: sliding windows are unfold views
+// (ops/unfold.hpp), so the convolution is im2col (pad, unfold H and W, permute, reshape)
+// followed by a single GEMM, and a pool is a max or mean over the two window axes.
+//
+//     nn::Conv2d<"conv1", 1, 16, 3, 1, 1> conv1;        // conv1.weight [16, 1, 3, 3], conv1.bias [16]
+//     nn::MaxPool2d<2> pool;
+//     auto x = input<"x", f32>(shape<Batch, 1, 28, 28>);
+//     auto y = pool(relu(conv1(x)));                    // Shape<Batch, 16, 14, 14>
+#pragma once
+#include <cmath>
+#include <limits>
+
+#include "linear.hpp"
+
+namespace luminal::nn {
+
+namespace detail {
+/// Pads the last two axes by P on each side with Value (nothing when P = 0).
+template <std::int64_t P, double Value, expression X>
+constexpr auto pad_spatial(X x) {
+  constexpr int R = int(rank_v<X>);
+  if constexpr (P == 0) return x;
+  else return pad<R - 1, P, P, Value>(pad<R - 2, P, P, Value>(x));
+}
+/// Windows of K x K every S over the last two axes: [..., H, W] -> [..., Ho, K, Wo, K].
+template <std::int64_t K, std::int64_t S, expression X>
+constexpr auto windows(X x) {
+  constexpr int R = int(rank_v<X>);
+  return unfold<R, K, S>(unfold<R - 2, K, S>(x));
+}
+/// The output extent of a window K, stride S, padding P over an extent N.
+constexpr std::int64_t window_count(std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t p) {
+  return (n + 2 * p - k) / s + 1;
+}
+/// Checks that X has rank >= 2 and static, large enough H and W for the windows.
+template <auto Module, class S, std::int64_t K, std::int64_t P>
+constexpr bool spatial_ok() {
+  if constexpr (S::rank < 2) {
+    (void)error::module_input_rank<Module, S::text, 4>{};
+    return false;
+  } else {
+    constexpr Dim h = S::dims[S::rank - 2], w = S::dims[S::rank - 1];
+    if constexpr (!h.is_static() || !w.is_static()) {
+      (void)error::unfold_needs_static_extent<S::text, int(S::rank) - 2>{};
+      return false;
+    } else if constexpr (h.offset + 2 * P < K) {
+      (void)error::unfold_window_too_large<S::text, int(S::rank) - 2, K>{};
+      return false;
+    } else if constexpr (w.offset + 2 * P < K) {
+      (void)error::unfold_window_too_large<S::text, int(S::rank) - 1, K>{};
+      return false;
+    } else {
+      return true;
+    }
+  }
+}
+}  // namespace detail
+
+/// Convolution of [N, Cin, H, W] with Cout filters K x K, stride Stride, zero padding
+/// Padding, as torch.nn.Conv2d(Cin, Cout, K, Stride, Padding, bias=Bias): weight
+/// [Cout, Cin, K, K], bias [Cout], output [N, Cout, Ho, Wo] with
+/// Ho = (H + 2 Padding - K) / Stride + 1. H and W must be static; N may be symbolic.
+template <fixed_string Prefix, std::int64_t Cin, std::int64_t Cout, std::int64_t K, std::int64_t Stride = 1,
+          std::int64_t Padding = 0, bool Bias = true, element_type T = f32>
+struct Conv2d {
+  static_assert(Cin >= 1 && Cout >= 1 && K >= 1, "luminal: Conv2d needs Cin, Cout and K >= 1");
+  static_assert(Stride >= 1 && Padding >= 0, "luminal: Conv2d needs Stride >= 1 and Padding >= 0");
+  static constexpr auto weight = param<Prefix + ".weight", T>(shape<Cout, Cin, K, K>);
+  static constexpr auto bias = [] {
+    if constexpr (Bias) return param<Prefix + ".bias", T>(shape<Cout>);
+    else return none{};
+  }();
+  static constexpr auto parameters = [] {
+    if constexpr (Bias) return std::tuple{weight, bias};
+    else return std::tuple{weight};
+  }();
+
+  template <expression X>
+  constexpr auto operator()(X x) const {
+    using S = shape_t<X>;
+    if constexpr (S::rank != 4) {
+      (void)error::module_input_rank<op_text("Conv2d"), S::text, 4>{};
+      return x;
+    } else if constexpr (!(S::dims[1] == Dim{Cin})) {
+      (void)error::module_input_extent<op_text("Conv2d"), S::text, 1, Cin>{};
+      return x;
+    } else if constexpr (!detail::spatial_ok<op_text("Conv2d"), S, K, Padding>()) {
+      return x;
+    } else {
+      constexpr Dim n = S::dims[0];
+      constexpr std::int64_t ho = detail::window_count(S::dims[2].offset, K, Stride, Padding);
+      constexpr std::int64_t wo = detail::window_count(S::dims[3].offset, K, Stride, Padding);
+      // [N, Cin, Ho, K, Wo, K] -> rows (n, ho, wo), columns (cin, kh, kw): weight's order.
+      auto patches = detail::windows<K, Stride>(detail::pad_spatial<Padding, 0.0>(x));
+      auto cols = reshape(permute<0, 2, 4, 1, 3, 5>(patches), Shape<n * (ho * wo), Cin * K * K>{});
+      auto y = matmul(cols, transpose(reshape(weight, shape<Cout, Cin * K * K>)));  // [N Ho Wo, Cout]
+      auto biased = [&] {
+        if constexpr (Bias) return y + bias;
+        else return y;
+      }();
+      return permute<0, 3, 1, 2>(reshape(biased, Shape<n, ho, wo, Cout>{}));
+    }
+  }
+
+  /// PyTorch's default: weight kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(fan_in),
+  /// 1/sqrt(fan_in)) with fan_in = Cin K K, and bias with the same bound.
+  void initialize(tensor_store& store, std::uint64_t seed) const {
+    using W = std::remove_const_t<decltype(weight)>;
+    detail::store_param(store, weight,
+                        init::kaiming_uniform<T>(detail::extents_of(shape_t<W>{}), init::stream_seed(seed, W::name.view()),
+                                                 std::sqrt(5.0)));
+    if constexpr (Bias) detail::store_uniform(store, bias, seed, 1.0 / std::sqrt(double(Cin * K * K)));
+  }
+};
+
+/// Maximum over K x K windows every Stride of the last two axes ([N, C, H, W] or [C, H, W]),
+/// as torch.nn.MaxPool2d(K, Stride, Padding); padding reads as -infinity.
+template <std::int64_t K, std::int64_t Stride = K, std::int64_t Padding = 0>
+struct MaxPool2d {
+  static_assert(K >= 1 && Stride >= 1 && Padding >= 0, "luminal: MaxPool2d needs K, Stride >= 1 and Padding >= 0");
+  static_assert(2 * Padding <= K, "luminal: MaxPool2d's padding must be at most half the window, as in torch");
+  template <expression X>
+  constexpr auto operator()(X x) const {
+    using S = shape_t<X>;
+    if constexpr (!detail::spatial_ok<op_text("MaxPool2d"), S, K, Padding>()) {
+      return x;
+    } else {
+      constexpr int R = int(S::rank);
+      constexpr double lowest = -std::numeric_limits<double>::infinity();
+      return max<R - 1, R + 1>(detail::windows<K, Stride>(detail::pad_spatial<Padding, lowest>(x)));
+    }
+  }
+};
+
+/// Mean over K x K windows every Stride of the last two axes, as torch.nn.AvgPool2d(K,
+/// Stride, Padding) with count_include_pad=True (padding counts as zeros).
+template <std::int64_t K, std::int64_t Stride = K, std::int64_t Padding = 0>
+struct AvgPool2d {
+  static_assert(K >= 1 && Stride >= 1 && Padding >= 0, "luminal: AvgPool2d needs K, Stride >= 1 and Padding >= 0");
+  static_assert(2 * Padding <= K, "luminal: AvgPool2d's padding must be at most half the window, as in torch");
+  template <expression X>
+  constexpr auto operator()(X x) const {
+    using S = shape_t<X>;
+    if constexpr (!detail::spatial_ok<op_text("AvgPool2d"), S, K, Padding>()) {
+      return x;
+    } else {
+      constexpr int R = int(S::rank);
+      return mean<R - 1, R + 1>(detail::windows<K, Stride>(detail::pad_spatial<Padding, 0.0>(x)));
+    }
+  }
+};
+
+}  // namespace luminal::nn
