@@ -1,0 +1,306 @@
+// One full training step (forward, backward, Adam update) against PyTorch and against the
+// GEMMs of that step alone.
+//
+//   mlp: 784-512-512-10, ReLU
+//   cnn: the CNN of examples/fashion_mnist.cpp: Conv2d(1, 32, 3, 1, 1) ReLU MaxPool2d(2)
+//        Conv2d(32, 64, 3, 1, 1) ReLU MaxPool2d(2) flatten Linear(3136, 128) ReLU
+//        Linear(128, 10), on [Batch, 784] reshaped to [Batch, 1, 28, 28]
+//   both: nn::cross_entropy on i32 labels, batch 128, f32, Adam (lr 1e-3)
+//
+//   (a) luminal: compile_train_step(loss, adam{.lr = 1e-3f}), parameters from the modules'
+//       initialize(); step.run() is one step
+//   (b) PyTorch eager, the same step (benchmarks/train_step.py): zero_grad(set_to_none=True),
+//       forward, backward, torch.optim.Adam.step(), with luminal's thread count
+//   (c) the step's GEMMs alone in OpenBLAS, at the shapes and transpositions luminal passes
+//       to cblas_sgemm (weights [out, in], forward x W^T; the weight gradient of x W^T is
+//       x^T g, [in, out]; the input gradient g W is computed as g (W^T)^T, reading W^T
+//       stored [in, out]). A convolution is its im2col GEMM [B Ho Wo, Cin K K] x
+//       [Cin K K, Cout] plus the two backward GEMMs. The first layer's input gradient is not
+//       needed (x is data), so it is not counted.
+//
+// The project's goal for this step: at least 2x faster than PyTorch, and within 1.25x of
+// the GEMMs alone.
+//
+//     train_step_bench [--batch B] [--reps R] [--no-torch] [--model mlp|cnn|both]
+#include <cblas.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <luminal/nn.hpp>
+#include <luminal/train.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+
+using namespace luminal;
+
+namespace {
+
+constexpr Dim Batch{"Batch"};
+constexpr double goal_vs_torch = 2.0;   // torch / luminal at least this
+constexpr double goal_vs_gemms = 1.25;  // luminal / GEMMs at most this
+
+// ---- the models ----------------------------------------------------------------------------
+
+nn::Linear<"fc1", 784, 512> mlp_fc1;
+nn::Linear<"fc2", 512, 512> mlp_fc2;
+nn::Linear<"fc3", 512, 10> mlp_fc3;
+
+auto mlp_loss() {
+  auto x = input<"x", f32>(shape<Batch, 784>);
+  auto logits = mlp_fc3(relu(mlp_fc2(relu(mlp_fc1(x)))));
+  return nn::cross_entropy(logits, input<"labels", i32>(shape<Batch>));
+}
+
+nn::Conv2d<"conv1", 1, 32, 3, 1, 1> cnn_conv1;
+nn::Conv2d<"conv2", 32, 64, 3, 1, 1> cnn_conv2;
+nn::MaxPool2d<2> cnn_pool;
+nn::Linear<"fc1", 64 * 7 * 7, 128> cnn_fc1;
+nn::Linear<"fc2", 128, 10> cnn_fc2;
+
+auto cnn_loss() {
+  auto x = reshape(input<"x", f32>(shape<Batch, 784>), shape<Batch, 1, 28, 28>);
+  auto features = cnn_pool(relu(cnn_conv2(cnn_pool(relu(cnn_conv1(x))))));  // [Batch, 64, 7, 7]
+  auto logits = cnn_fc2(relu(cnn_fc1(reshape(features, shape<Batch, 64 * 7 * 7>))));
+  return nn::cross_entropy(logits, input<"labels", i32>(shape<Batch>));
+}
+
+// ---- luminal's step --------------------------------------------------------------------------
+
+struct luminal_result {
+  double step_ms = 0;
+  float first_loss = 0, last_loss = 0;
+  int kernels = 0;
+  std::size_t parameters = 0;  // tensors
+  double compile_s = 0;        // compile_train_step and set-up, at run time
+};
+
+template <class Loss, class... Modules>
+luminal_result time_luminal(Loss loss, const xt::xarray<float>& x, const xt::xarray<std::int32_t>& labels, int reps,
+                            const Modules&... modules) {
+  luminal_result r;
+  auto t0 = std::chrono::steady_clock::now();
+  auto step = compile_train_step(loss, adam{.lr = 1e-3f});
+  tensor_store initial;
+  (modules.initialize(initial, 1), ...);
+  r.parameters = step.store().assign(initial);
+  if (r.parameters * 3 != decltype(step)::slot_count)  // Adam: each parameter has 2 state tensors
+    throw std::runtime_error("train_step_bench: initialized " + std::to_string(r.parameters) +
+                             " parameters, but the step has " + std::to_string(decltype(step)::slot_count) +
+                             " parameter and state tensors");
+  step.bind("x", x);
+  step.bind("labels", labels);
+  r.kernels = step.program().kernel_count();
+  r.first_loss = step.run();
+  r.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.step_ms = bench::median_ms([&] { step.run(); }, reps);
+  r.last_loss = step.run();
+  return r;
+}
+
+// ---- the GEMM floor --------------------------------------------------------------------------
+
+struct gemm_shape {
+  bool trans_a, trans_b;
+  int m, n, k;
+  std::string what;
+};
+
+/// C[m, n] = op(A) op(B), row-major, as the host backend calls OpenBLAS.
+struct gemm_call {
+  gemm_shape s;
+  std::vector<float> a, b, c;
+  void operator()() {
+    cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n,
+                s.k, 1.0f, a.data(), s.trans_a ? s.m : s.k, b.data(), s.trans_b ? s.k : s.n, 0.0f, c.data(), s.n);
+  }
+};
+
+/// The GEMMs of y = x W^T with x [rows, in], W [out, in], as luminal calls them: forward
+/// (x W^T), weight gradient (x^T g, [in, out]) and, when the input needs a gradient, the
+/// input gradient g W = g (W^T)^T with W^T stored [in, out].
+void add_linear(std::vector<gemm_shape>& list, const std::string& name, int rows, int in, int out, bool input_grad) {
+  list.push_back({false, true, rows, out, in, name + " forward x W^T"});
+  list.push_back({true, false, in, out, rows, name + " weight grad x^T g"});
+  if (input_grad) list.push_back({false, true, rows, in, out, name + " input grad g W"});
+}
+
+std::vector<gemm_shape> mlp_gemms(int b) {
+  std::vector<gemm_shape> list;
+  add_linear(list, "fc1", b, 784, 512, false);
+  add_linear(list, "fc2", b, 512, 512, true);
+  add_linear(list, "fc3", b, 512, 10, true);
+  return list;
+}
+
+std::vector<gemm_shape> cnn_gemms(int b) {
+  std::vector<gemm_shape> list;
+  add_linear(list, "conv1 (im2col)", b * 28 * 28, 1 * 9, 32, false);
+  add_linear(list, "conv2 (im2col)", b * 14 * 14, 32 * 9, 64, true);
+  add_linear(list, "fc1", b, 64 * 7 * 7, 128, true);
+  add_linear(list, "fc2", b, 128, 10, true);
+  return list;
+}
+
+struct gemm_result {
+  double total_ms = 0;
+  std::vector<std::pair<gemm_shape, double>> each;  // shape, median ms
+};
+
+/// Median time of all the GEMMs run back to back, each on its own buffers, and of each alone.
+gemm_result time_gemms(const std::vector<gemm_shape>& shapes, int reps) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  auto filled = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (auto& e : v) e = uniform(rng);
+    return v;
+  };
+  std::vector<gemm_call> calls;
+  for (const auto& s : shapes)
+    calls.push_back({s, filled(std::size_t(s.m) * s.k), filled(std::size_t(s.k) * s.n), filled(std::size_t(s.m) * s.n)});
+  gemm_result r;
+  r.total_ms = bench::median_ms(
+      [&] {
+        for (auto& c : calls) c();
+      },
+      reps);
+  for (auto& c : calls) r.each.emplace_back(c.s, bench::median_ms(c, reps));
+  return r;
+}
+
+// ---- printing --------------------------------------------------------------------------------
+
+struct summary {
+  std::string model;
+  double vs_torch = 0;  // torch / luminal; 0 when torch did not run
+  double vs_gemms = 0;  // luminal / GEMMs
+};
+
+summary report(const std::string& key, const std::string& title, const luminal_result& lum, const gemm_result& gemms,
+               std::map<std::string, std::string>& torch, int reps) {
+  summary s{key, 0, lum.step_ms / gemms.total_ms};
+  std::printf("%s\n", title.c_str());
+  std::printf("  luminal: %zu parameter tensors, %d kernels per step; compile_train_step + first step %.2f s\n",
+              lum.parameters, lum.kernels, lum.compile_s);
+  std::printf("  %-60s %10s\n", ("variant (median of " + std::to_string(reps) + " steps)").c_str(), "ms");
+  std::printf("  %-60s %10.3f\n", "luminal training step", lum.step_ms);
+  const bool have_torch = torch.count("torch_" + key + "_step_ms") > 0;
+  double torch_ms = 0;
+  if (have_torch) {
+    torch_ms = std::stod(torch["torch_" + key + "_step_ms"]);
+    std::printf("  %-60s %10.3f\n", ("torch " + torch["torch_version"] + " training step").c_str(), torch_ms);
+    s.vs_torch = torch_ms / lum.step_ms;
+  }
+  std::printf("  %-60s %10.3f\n",
+              ("OpenBLAS: the step's " + std::to_string(gemms.each.size()) + " GEMMs alone, [m x n x k]:").c_str(),
+              gemms.total_ms);
+  for (const auto& [g, ms] : gemms.each) {
+    char label[128];
+    std::snprintf(label, sizeof label, "%s [%d x %d x %d]%s%s", g.what.c_str(), g.m, g.n, g.k,
+                  g.trans_a ? " A^T" : "", g.trans_b ? " B^T" : "");
+    std::printf("    %-58s %10.3f\n", label, ms);
+  }
+  // Both sides take 1 + 3 warm-up + reps + 1 steps on the same fixed batch.
+  std::printf("  loss at step 1 / step %d: luminal %.4f / %.4f", reps + 5, lum.first_loss, lum.last_loss);
+  if (have_torch)
+    std::printf("; torch %s / %s", torch["torch_" + key + "_first_loss"].c_str(),
+                torch["torch_" + key + "_last_loss"].c_str());
+  std::printf("\n");
+  if (have_torch) std::printf("  torch / luminal:  %.2fx (>1: luminal faster)\n", s.vs_torch);
+  std::printf("  luminal / GEMMs:  %.2fx\n\n", s.vs_gemms);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int batch = 128, reps = 30;
+  bool with_torch = true;
+  std::string model = "both";
+  for (int a = 1; a < argc; ++a) {
+    std::string arg = argv[a];
+    if (arg == "--batch" && a + 1 < argc) batch = std::max(1, std::atoi(argv[++a]));
+    else if (arg == "--reps" && a + 1 < argc) reps = std::max(1, std::atoi(argv[++a]));
+    else if (arg == "--no-torch") with_torch = false;
+    else if (arg == "--model" && a + 1 < argc) model = argv[++a];
+    else {
+      std::cerr << "usage: " << argv[0] << " [--batch B] [--reps R] [--no-torch] [--model mlp|cnn|both]\n";
+      return 2;
+    }
+  }
+  if (model != "mlp" && model != "cnn" && model != "both") {
+    std::cerr << "train_step_bench: --model must be mlp, cnn or both, not '" << model << "'\n";
+    return 2;
+  }
+  const bool run_mlp = model != "cnn", run_cnn = model != "mlp";
+
+  std::mt19937 rng(0);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::size_t b = std::size_t(batch);
+  xt::xarray<float> x = xt::xarray<float>::from_shape({b, std::size_t(784)});
+  for (auto& v : x) v = normal(rng);
+  xt::xarray<std::int32_t> labels = xt::xarray<std::int32_t>::from_shape({b});
+  for (std::size_t i = 0; i < b; ++i) labels(i) = std::int32_t(i % 10);
+
+  const unsigned threads = thread_pool::instance().size();
+  std::map<std::string, std::string> torch;
+  std::string command;
+  if (with_torch)
+    torch = bench::run_torch("train_step.py",
+                             "--model " + model + " --batch " + std::to_string(batch) + " --reps " +
+                                 std::to_string(reps) + " --threads " + std::to_string(threads),
+                             command);
+  const bool have_torch = torch.count("torch_version") > 0;
+
+  std::printf("One training step (forward + backward + Adam update), cross-entropy on i32 labels, batch %d, f32\n",
+              batch);
+#ifdef OPENBLAS_VERSION
+  const std::string blas_threads = std::to_string(openblas_get_num_threads());
+#else
+  const std::string blas_threads = "its default";
+#endif
+  std::printf("threads: luminal %u, OpenBLAS %s, torch %s\n\n", threads, blas_threads.c_str(),
+              have_torch ? torch["torch_threads"].c_str() : "-");
+
+  std::vector<summary> summaries;
+  try {
+    if (run_mlp) {
+      luminal_result lum = time_luminal(mlp_loss(), x, labels, reps, mlp_fc1, mlp_fc2, mlp_fc3);
+      gemm_result gemms = time_gemms(mlp_gemms(batch), reps);
+      summaries.push_back(report("mlp", "MLP 784-512-512-10, ReLU", lum, gemms, torch, reps));
+    }
+    if (run_cnn) {
+      luminal_result lum = time_luminal(cnn_loss(), x, labels, reps, cnn_conv1, cnn_conv2, cnn_fc1, cnn_fc2);
+      gemm_result gemms = time_gemms(cnn_gemms(batch), reps);
+      summaries.push_back(report("cnn",
+                                 "CNN of examples/fashion_mnist.cpp: conv3x3(1->32) relu maxpool2 conv3x3(32->64) relu "
+                                 "maxpool2 fc(3136->128) relu fc(128->10)",
+                                 lum, gemms, torch, reps));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_step_bench: error: %s\n", e.what());
+    return 1;
+  }
+
+  std::printf("Goal: a training step at least %.2fx faster than PyTorch (torch / luminal >= %.2f) and within %.2fx\n"
+              "of its GEMMs alone (luminal / GEMMs <= %.2f).\n",
+              goal_vs_torch, goal_vs_torch, goal_vs_gemms, goal_vs_gemms);
+  for (const auto& s : summaries) {
+    std::printf("  %s: ", s.model.c_str());
+    if (s.vs_torch > 0)
+      std::printf("torch / luminal %.2fx (%s), ", s.vs_torch, s.vs_torch >= goal_vs_torch ? "met" : "not met");
+    else
+      std::printf("torch / luminal not measured, ");
+    std::printf("luminal / GEMMs %.2fx (%s)\n", s.vs_gemms, s.vs_gemms <= goal_vs_gemms ? "met" : "not met");
+  }
+  if (with_torch && !have_torch)
+    std::printf("\nPyTorch figures unavailable (%s): %s\nInstall with `apt-get install python3-torch` or "
+                "`pip install torch`. Command was:\n  %s\n",
+                torch["_status"].c_str(), torch["_output"].c_str(), command.c_str());
+  return 0;
+}
