@@ -10,8 +10,9 @@
 namespace luminal {
 
 namespace detail {
+/// "op axis k" and "dtype (shape)", joined by `separator` (DOT's "\\n" by default).
 template <class N>
-std::string node_label() {
+std::string node_label(const char* separator = "\\n") {
   std::ostringstream label;
   if constexpr (N::kind == op_kind::input) {
     label << (N::role == leaf_role::parameter ? "param " : N::role == leaf_role::state ? "state " : "input ")
@@ -24,7 +25,7 @@ std::string node_label() {
     label << N::op::name;
     if constexpr (requires { N::op::axis; }) label << " axis " << N::op::axis;
   }
-  label << "\\n" << dtype_name<value_t<N>>() << " " << shape_t<N>::text.view();
+  label << separator << dtype_name<value_t<N>>() << " " << shape_t<N>::text.view();
   return label.str();
 }
 }  // namespace detail

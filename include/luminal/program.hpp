@@ -2,6 +2,8 @@
 // and runs the fused kernels. A second run with the same extents allocates nothing.
 #pragma once
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <boost/mp11/algorithm.hpp>
 #include <span>
 #include <stdexcept>
@@ -125,8 +127,12 @@ class program {
     kernel_context ctx{buffers_device_, dims_device_, error_device_};
     kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data()};
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>([&](auto K) {
+      auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       runner.template run<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>();
+      if (profiling_)
+        kernel_seconds_[K] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     });
+    profiled_runs_ += profiling_;
     int error = 0;
     backend_.to_host(&error, error_device_, sizeof(int));
     ran_ = true;
@@ -185,6 +191,36 @@ class program {
 
   /// Number of kernels one run launches (fused elementwise groups, reductions, matmuls).
   static constexpr int kernel_count() { return plan.kernel_count; }
+  /// Times every kernel of the following runs (or stops timing): see profile().
+  void set_profiling(bool on) {
+    profiling_ = on;
+    kernel_seconds_.assign(plan.kernel_count, 0.0);
+    profiled_runs_ = 0;
+  }
+  /// The kernels' mean times over the runs since set_profiling(true), slowest first: one
+  /// line each with milliseconds per run, share of the total, and the node the kernel
+  /// computes (op, element type, shape). Elementwise chains fused into a kernel are not
+  /// listed separately.
+  std::string profile() const {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>([&](auto K) {
+      std::string label = detail::node_label<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>(" ");
+      double ms = profiled_runs_ ? 1e3 * kernel_seconds_[K] / double(profiled_runs_) : 0.0;
+      total += ms;
+      rows.emplace_back(ms, "kernel " + std::to_string(K) + ": " + label);
+    });
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string out = "luminal profile: " + std::to_string(profiled_runs_) + " runs, " + std::to_string(total) +
+                      " ms per run in " + std::to_string(rows.size()) + " kernels\n";
+    for (const auto& [ms, label] : rows) {
+      char figures[64];
+      std::snprintf(figures, sizeof figures, "%10.3f ms %5.1f%%  ", ms, total > 0 ? 100.0 * ms / total : 0.0);
+      out += figures + label + "\n";
+    }
+    return out;
+  }
+
   /// Bytes of the buffer arena planned for the current extents (0 before the first run).
   std::size_t arena_bytes() const { return arena_bytes_; }
   /// Sum of the bytes every stored intermediate would take without sharing memory.
@@ -202,8 +238,7 @@ class program {
     std::vector<std::string> lines;
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
       if constexpr (layout::retained[I]) {
-        std::string label = detail::node_label<boost::mp11::mp_at_c<nodes, I>>();
-        for (auto at = label.find("\\n"); at != std::string::npos; at = label.find("\\n")) label.replace(at, 2, " ");
+        std::string label = detail::node_label<boost::mp11::mp_at_c<nodes, I>>(" ");
         lines.push_back(label + (plan.stored[I] ? " [stored]" : " [recomputed]"));
       }
     });
@@ -448,6 +483,9 @@ class program {
     std::swap(symbols_, other.symbols_);
     std::swap(planned_, other.planned_);
     std::swap(ran_, other.ran_);
+    std::swap(profiling_, other.profiling_);
+    std::swap(kernel_seconds_, other.kernel_seconds_);
+    std::swap(profiled_runs_, other.profiled_runs_);
   }
   void release() noexcept {
     for (auto& b : bindings_)
@@ -469,7 +507,9 @@ class program {
   void* arena_ = nullptr;
   std::size_t arena_capacity_ = 0, arena_bytes_ = 0, unshared_bytes_ = 0;
   symbol_values symbols_{};
-  bool planned_ = false, ran_ = false;
+  bool planned_ = false, ran_ = false, profiling_ = false;
+  std::vector<double> kernel_seconds_;
+  std::size_t profiled_runs_ = 0;
 };
 
 /// Compiles the graph of `outputs` for backend B (host threads + BLAS by default).

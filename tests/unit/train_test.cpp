@@ -159,6 +159,24 @@ TEST_CASE("train step: an evaluation program shares the parameter store", "[trai
   test::require_close(eval.output<0>(), expected, 1e-12, 1e-12);
 }
 
+TEST_CASE("program profile: per-kernel times over the profiled runs, slowest first", "[train][profile]") {
+  auto step = compile_train_step(loss, sgd{.lr = 0.2f});
+  step.store().assign(initial_values());
+  step.bind("x", xs);
+  step.bind("y", ys);
+  step.run();  // not profiled
+  step.program().set_profiling(true);
+  step.run();
+  step.run();
+  const std::string report = step.program().profile();
+  INFO(report);
+  REQUIRE(report.find("2 runs") != std::string::npos);
+  REQUIRE(report.find(" matmul f64 (Batch, 2)") != std::string::npos);
+  std::size_t lines = 0;
+  for (char ch : report) lines += ch == '\n';
+  REQUIRE(lines == 1 + std::size_t(decltype(step)::program_type::kernel_count()));
+}
+
 TEST_CASE("train step: a NaN loss throws and leaves the parameters as they were", "[train]") {
   auto step = compile_train_step(loss, sgd{.lr = 0.2f});
   step.store().assign(initial_values());
