@@ -13,14 +13,17 @@ template <std::size_t R>
 using extents = std::array<index_t, R>;
 
 namespace detail {
-/// Coordinates of flat index i in row-major order.
+/// Coordinates of flat index i (in range) in row-major order. The first coordinate is
+/// what remains after the inner ones: no division by the first extent, which is often a
+/// runtime batch size (a real division, where static extents fold to multiplications).
 template <std::size_t R>
 LUMINAL_INLINE std::array<index_t, R> unravel(index_t i, const extents<R>& dims) {
   std::array<index_t, R> coord{};
-  for (std::size_t k = R; k-- > 0;) {
+  for (std::size_t k = R; k-- > 1;) {
     coord[k] = i % dims[k];
     i /= dims[k];
   }
+  if constexpr (R > 0) coord[0] = i;
   return coord;
 }
 /// Product of the extents after `axis`: the stride of that axis in row-major order.
