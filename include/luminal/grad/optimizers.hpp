@@ -19,21 +19,10 @@
 
 namespace luminal {
 
-namespace detail {
-/// `Prefix + Name` as one compile-time string: the name of a parameter's state leaf.
-template <fixed_string Prefix, fixed_string Name>
-consteval auto prefixed_name() {
-  char joined[Prefix.size() + Name.size() + 1]{};
-  for (std::size_t i = 0; i < Prefix.size(); ++i) joined[i] = Prefix.chars[i];
-  for (std::size_t i = 0; i < Name.size(); ++i) joined[Prefix.size() + i] = Name.chars[i];
-  return fixed_string<Prefix.size() + Name.size() + 1>(joined);
-}
-}  // namespace detail
-
 /// Optimizer state of parameter P (a leaf of role `state`), named `Prefix + P's name`,
 /// e.g. "optimizer.exp_avg.fc1.weight". Checkpoints store it under that name.
 template <fixed_string Prefix, class P>
-using state_leaf = Leaf<detail::prefixed_name<Prefix, P::name>(), value_t<P>, shape_t<P>, leaf_role::state>;
+using state_leaf = Leaf<Prefix + P::name, value_t<P>, shape_t<P>, leaf_role::state>;
 
 /// A runtime scalar hyperparameter of element type T.
 template <fixed_string Name, class T>
