@@ -1,0 +1,279 @@
+// Trains an MLP or a small CNN on Fashion-MNIST with one compiled training step
+// (forward + backward + Adam update), evaluates on the test set after every epoch, and
+// saves checkpoints that PyTorch can read (safetensors).
+//
+//     fashion_mnist --model mlp --epochs 10                   # ~0.89 test accuracy
+//     fashion_mnist --model cnn --epochs 4 --checkpoint cnn.safetensors --csv cnn.csv
+//     fashion_mnist --model cnn --epochs 6 --checkpoint cnn.safetensors --resume
+//
+// The data is the Debian package dataset-fashion-mnist (/usr/share/datasets/fashion-mnist).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <luminal/data/idx.hpp>
+#include <luminal/nn.hpp>
+#include <luminal/train.hpp>
+#include <numbers>
+#include <string>
+
+using namespace luminal;
+
+namespace {
+constexpr Dim Batch{"Batch"};
+
+struct options {
+  std::string model = "mlp";
+  int epochs = 0;  // 0: the model's default
+  int batch_size = 128;
+  float lr = 1e-3f;
+  float weight_decay = 0.0f;
+  std::uint64_t seed = 1;
+  std::string data_dir{fashion_mnist_default_dir};
+  std::string checkpoint, csv;
+  bool resume = false;
+  bool profile = false;  // print per-kernel times of the training step at the end
+  long long limit = 0;  // use only the first N training images (quick runs)
+  int stop_after = 0;   // stop after this epoch, as if interrupted (to test --resume)
+};
+
+[[noreturn]] void usage(const char* argv0, const std::string& problem = "") {
+  if (!problem.empty()) std::cerr << "fashion_mnist: " << problem << "\n\n";
+  std::cerr << "usage: " << argv0
+            << " [--model mlp|cnn] [--epochs N] [--batch-size B] [--lr LR] [--weight-decay WD]\n"
+               "       [--seed S] [--data DIR] [--checkpoint FILE [--resume]] [--csv FILE] [--limit N]\n"
+               "       [--profile] [--stop-after EPOCH]\n\n"
+               "  --model         mlp (784-512-256-10, dropout 0.2) or cnn (2 conv 3x3 + max-pool, 2 linear)\n"
+               "  --epochs        passes over the 60000 training images (default: mlp 12, cnn 6)\n"
+               "  --lr            peak AdamW learning rate, cosine-decayed to 0 over the run (default 1e-3)\n"
+               "  --checkpoint    save parameters + optimizer state here after every epoch (atomic)\n"
+               "  --resume        continue from --checkpoint: same seed, same trajectory\n"
+               "  --csv           write per-epoch metrics (epoch, loss, test accuracy, seconds, images/s)\n"
+               "  --limit         train on the first N images only (a quick run)\n"
+               "  --profile       time every kernel of the training step and print the slowest\n"
+               "  --stop-after    stop after this epoch as if interrupted (the schedule still spans --epochs)\n";
+  std::exit(problem.empty() ? 0 : 2);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int a = 1; a < argc; ++a) {
+    std::string arg = argv[a];
+    auto value = [&]() -> std::string {
+      if (a + 1 >= argc) usage(argv[0], arg + " needs a value");
+      return argv[++a];
+    };
+    auto number = [&](const std::string& text) {
+      try {
+        std::size_t used = 0;
+        double v = std::stod(text, &used);
+        if (used != text.size()) throw std::invalid_argument(text);
+        return v;
+      } catch (const std::exception&) {
+        usage(argv[0], arg + " needs a number, got '" + text + "'");
+      }
+    };
+    if (arg == "-h" || arg == "--help") usage(argv[0]);
+    else if (arg == "--model") o.model = value();
+    else if (arg == "--epochs") o.epochs = int(number(value()));
+    else if (arg == "--batch-size") o.batch_size = int(number(value()));
+    else if (arg == "--lr") o.lr = float(number(value()));
+    else if (arg == "--weight-decay") o.weight_decay = float(number(value()));
+    else if (arg == "--seed") o.seed = std::uint64_t(number(value()));
+    else if (arg == "--data") o.data_dir = value();
+    else if (arg == "--checkpoint") o.checkpoint = value();
+    else if (arg == "--csv") o.csv = value();
+    else if (arg == "--resume") o.resume = true;
+    else if (arg == "--profile") o.profile = true;
+    else if (arg == "--limit") o.limit = (long long)number(value());
+    else if (arg == "--stop-after") o.stop_after = int(number(value()));
+    else usage(argv[0], "unknown argument '" + arg + "'");
+  }
+  if (o.model != "mlp" && o.model != "cnn") usage(argv[0], "--model must be mlp or cnn, not '" + o.model + "'");
+  if (o.epochs == 0) o.epochs = o.model == "mlp" ? 12 : 6;
+  if (o.epochs < 0 || o.batch_size < 1 || !(o.lr > 0)) usage(argv[0], "epochs, batch size and lr must be positive");
+  if (o.resume && o.checkpoint.empty()) usage(argv[0], "--resume needs --checkpoint FILE");
+  return o;
+}
+
+// ---- the two models, as functions of the graph mode (dropout is on only in training) ----
+
+nn::Linear<"fc1", 784, 512> mlp_fc1;
+nn::Linear<"fc2", 512, 256> mlp_fc2;
+nn::Linear<"fc3", 256, 10> mlp_fc3;
+nn::Dropout<0.2, 1> mlp_drop1;
+nn::Dropout<0.2, 2> mlp_drop2;
+
+template <nn::mode M>
+auto mlp(M mode) {
+  auto x = input<"images", f32>(shape<Batch, 784>);
+  return mlp_fc3(mlp_drop2(relu(mlp_fc2(mlp_drop1(relu(mlp_fc1(x)), mode))), mode));
+}
+
+nn::Conv2d<"conv1", 1, 32, 3, 1, 1> cnn_conv1;
+nn::Conv2d<"conv2", 32, 64, 3, 1, 1> cnn_conv2;
+nn::MaxPool2d<2> cnn_pool;
+nn::Linear<"fc1", 64 * 7 * 7, 128> cnn_fc1;
+nn::Linear<"fc2", 128, 10> cnn_fc2;
+
+template <nn::mode M>
+auto cnn(M) {
+  auto x = reshape(input<"images", f32>(shape<Batch, 784>), shape<Batch, 1, 28, 28>);
+  auto features = cnn_pool(relu(cnn_conv2(cnn_pool(relu(cnn_conv1(x))))));  // [Batch, 64, 7, 7]
+  return cnn_fc2(relu(cnn_fc1(reshape(features, shape<Batch, 64 * 7 * 7>))));
+}
+
+// ---- progress ----------------------------------------------------------------------------
+
+class progress_bar {
+ public:
+  progress_bar(int epoch, int epochs, std::size_t steps)
+      : epoch_(epoch), epochs_(epochs), steps_(steps), tty_(isatty(STDERR_FILENO) != 0),
+        start_(std::chrono::steady_clock::now()) {}
+  void update(std::size_t done, double loss, std::size_t images) {
+    double seconds = elapsed();
+    // On a terminal: redraw in place; in a log: a line every ~10% of the epoch.
+    if (!tty_ && done != steps_ && done % std::max<std::size_t>(1, steps_ / 10) != 0) return;
+    const int width = 30;
+    int filled = int(double(done) / double(steps_) * width);
+    std::fprintf(stderr, "%sepoch %d/%d [%s%s] %zu/%zu  loss %.4f  %.0f img/s%s", tty_ ? "\r" : "", epoch_, epochs_,
+                 std::string(std::size_t(filled), '=').c_str(), std::string(std::size_t(width - filled), ' ').c_str(),
+                 done, steps_, loss, double(images) / std::max(seconds, 1e-9), tty_ ? "  " : "\n");
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (tty_) std::fputc('\n', stderr);
+  }
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  int epoch_, epochs_;
+  std::size_t steps_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Accuracy of the evaluation program on the test set, in batches of 1000.
+template <class Eval, class Store>
+double test_accuracy(Eval& eval, const Store& store, const fashion_mnist_data& test) {
+  store.bind(eval);
+  const std::size_t n = test.labels.size(), chunk = 1000;
+  std::size_t correct = 0;
+  std::vector<std::int32_t> predicted(chunk);
+  for (std::size_t begin = 0; begin < n; begin += chunk) {
+    const std::size_t rows = std::min(chunk, n - begin);
+    eval.bind_view("images", test.images.data() + begin * 784, {index_t(rows), 784});
+    eval.run();
+    eval.template read_output<0>(std::span<std::int32_t>(predicted.data(), rows));
+    for (std::size_t i = 0; i < rows; ++i) correct += predicted[i] == test.labels.data()[begin + i];
+  }
+  return double(correct) / double(n);
+}
+
+template <class ModelFn, class Modules>
+int train(const options& opt, ModelFn model, Modules modules) {
+  std::cerr << "loading Fashion-MNIST from " << opt.data_dir << "\n";
+  fashion_mnist_data train_set = load_fashion_mnist(opt.data_dir, dataset_split::train);
+  fashion_mnist_data test_set = load_fashion_mnist(opt.data_dir, dataset_split::test);
+  normalize(train_set.images, fashion_mnist_mean, fashion_mnist_std);
+  normalize(test_set.images, fashion_mnist_mean, fashion_mnist_std);
+  const std::size_t n = opt.limit > 0 ? std::min<std::size_t>(std::size_t(opt.limit), train_set.labels.size())
+                                      : train_set.labels.size();
+
+  auto labels = input<"labels", i32>(shape<Batch>);
+  auto loss = nn::cross_entropy(model(nn::train), labels);
+  auto t0 = std::chrono::steady_clock::now();
+  auto step = compile_train_step(loss, adamw{.lr = opt.lr, .weight_decay = opt.weight_decay});
+  auto eval = compile(argmax<1>(model(nn::eval)));
+  step.seed = opt.seed;
+  if (opt.profile) step.program().set_profiling(true);
+
+  tensor_store initial;
+  std::apply([&](const auto&... m) { (m.initialize(initial, opt.seed), ...); }, modules);
+  step.store().assign(initial);
+  int first_epoch = 1;
+  if (opt.resume) {
+    tensor_store saved = load_safetensors(opt.checkpoint);
+    step.load_state(saved, "'" + opt.checkpoint + "'");
+    auto it = saved.metadata.find("epoch");
+    first_epoch = (it == saved.metadata.end() ? 0 : std::stoi(it->second)) + 1;
+    std::cerr << "resumed from " << opt.checkpoint << " after epoch " << first_epoch - 1 << " (step "
+              << step.step_count() << ")\n";
+  }
+  std::cerr << "model " << opt.model << ": " << decltype(step)::slot_count << " parameter and state tensors, "
+            << step.program().kernel_count() << " kernels per step (set-up "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
+
+  std::ofstream csv;
+  if (!opt.csv.empty()) {
+    csv.open(opt.csv, opt.resume ? std::ios::app : std::ios::trunc);
+    if (!csv) throw std::runtime_error("fashion_mnist: cannot write '" + opt.csv + "'");
+    if (!opt.resume) csv << "epoch,step,train_loss,test_accuracy,seconds,images_per_second\n";
+  }
+
+  const std::size_t bs = std::size_t(opt.batch_size);
+  const std::size_t steps_per_epoch = n / bs;
+  const double total_steps = double(steps_per_epoch) * opt.epochs;
+  xt::xarray<float> x_batch = xt::xarray<float>::from_shape({bs, std::size_t(784)});
+  xt::xarray<std::int32_t> y_batch = xt::xarray<std::int32_t>::from_shape({bs});
+  double accuracy = 0;
+  for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
+    batch_list batches = shuffled_batches(n, bs, opt.seed * 1000003u + std::uint64_t(epoch), /*drop_last=*/true);
+    progress_bar bar(epoch, opt.epochs, batches.size());
+    double loss_sum = 0;
+    std::size_t done = 0;
+    for (std::span<const index_t> rows : batches) {
+      // Cosine decay of the learning rate over the whole run: a runtime scalar.
+      double progress = double(step.step_count()) / total_steps;
+      step.optimizer().lr = float(0.5 * opt.lr * (1.0 + std::cos(std::numbers::pi * std::min(progress, 1.0))));
+      gather_rows(train_set.images, rows, x_batch);  // rows < n: --limit uses the first n images
+      gather_rows(train_set.labels, rows, y_batch);
+      step.bind("images", x_batch);
+      step.bind("labels", y_batch);
+      loss_sum += step.run();
+      ++done;
+      bar.update(done, loss_sum / double(done), done * bs);
+    }
+    bar.finish();
+    double seconds = bar.elapsed();
+    accuracy = test_accuracy(eval, step.store(), test_set);
+    std::printf("epoch %d: train loss %.4f, test accuracy %.4f, %.1f s, %.0f images/s\n", epoch,
+                loss_sum / double(std::max<std::size_t>(done, 1)), accuracy, seconds, double(done * bs) / seconds);
+    std::fflush(stdout);
+    if (csv) {
+      csv << epoch << ',' << step.step_count() << ',' << loss_sum / double(std::max<std::size_t>(done, 1)) << ','
+          << accuracy << ',' << seconds << ',' << double(done * bs) / seconds << '\n';
+      csv.flush();
+    }
+    if (!opt.checkpoint.empty()) {
+      tensor_store state = step.state();
+      state.metadata["epoch"] = std::to_string(epoch);
+      state.metadata["model"] = opt.model;
+      save_safetensors(state, opt.checkpoint);
+    }
+    if (epoch == opt.stop_after) {
+      std::printf("stopped after epoch %d (--stop-after)\n", epoch);
+      return 0;
+    }
+  }
+  std::printf("final test accuracy %.4f\n", accuracy);
+  if (opt.profile) std::fputs(step.program().profile().c_str(), stdout);
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  options opt = parse(argc, argv);
+  try {
+    if (opt.model == "mlp")
+      return train(opt, [](auto mode) { return mlp(mode); }, std::tuple{mlp_fc1, mlp_fc2, mlp_fc3});
+    return train(opt, [](auto mode) { return cnn(mode); }, std::tuple{cnn_conv1, cnn_conv2, cnn_fc1, cnn_fc2});
+  } catch (const std::exception& e) {
+    std::cerr << "\nfashion_mnist: error: " << e.what() << "\n";
+    return 1;
+  }
+}

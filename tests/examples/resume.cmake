@@ -1,0 +1,47 @@
+# example.fashion_mnist_resume: an interrupted and resumed run of examples/fashion_mnist
+# must reproduce the uninterrupted run's loss and test accuracy exactly.
+#   cmake -DTRAINER=<fashion_mnist> -DDATA_DIR=<fashion-mnist dir> -DWORK_DIR=<dir> -P resume.cmake
+foreach(var TRAINER DATA_DIR WORK_DIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "resume.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+set(common --model mlp --epochs 3 --limit 4096 --batch-size 64 --seed 7 --data "${DATA_DIR}")
+
+function(train name)
+  execute_process(COMMAND "${TRAINER}" ${common} ${ARGN}
+    RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "${name} run failed (${status}):\n${out}\n${err}")
+  endif()
+  message(STATUS "${name}:\n${out}")
+endfunction()
+
+train("uninterrupted" --csv "${WORK_DIR}/straight.csv")
+train("first part" --checkpoint "${WORK_DIR}/ckpt.safetensors" --csv "${WORK_DIR}/resumed.csv" --stop-after 1)
+train("resumed" --checkpoint "${WORK_DIR}/ckpt.safetensors" --csv "${WORK_DIR}/resumed.csv" --resume)
+
+# Compare epoch, step, train loss and test accuracy (not the timings) line by line.
+function(read_metrics file out)
+  file(STRINGS "${file}" lines)
+  set(rows "")
+  foreach(line IN LISTS lines)
+    string(REGEX MATCH "^[0-9]+,[0-9]+,[^,]+,[^,]+" row "${line}")
+    if(row)
+      list(APPEND rows "${row}")
+    endif()
+  endforeach()
+  set(${out} "${rows}" PARENT_SCOPE)
+endfunction()
+read_metrics("${WORK_DIR}/straight.csv" straight)
+read_metrics("${WORK_DIR}/resumed.csv" resumed)
+list(LENGTH straight count)
+if(NOT count EQUAL 3)
+  message(FATAL_ERROR "the uninterrupted run wrote ${count} epochs of metrics, not 3: ${straight}")
+endif()
+if(NOT straight STREQUAL resumed)
+  message(FATAL_ERROR "resuming changed the trajectory:\n  uninterrupted: ${straight}\n  resumed:       ${resumed}")
+endif()
+message(STATUS "resumed run matches the uninterrupted one: ${resumed}")
