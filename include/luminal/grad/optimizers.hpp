@@ -112,43 +112,32 @@ struct adam_graph {
 };
 }  // namespace detail
 
+/// Adam's options; Decoupled selects AdamW. Use the aliases `adam` and `adamw`.
+template <bool Decoupled>
+struct adam_options {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = Decoupled ? 0.01f : 0.0f;
+
+  static constexpr std::string_view name = Decoupled ? "adamw" : "adam";
+  template <class P>
+  using states = detail::adam_graph::states<P>;
+  template <class P, class G>
+  static constexpr auto update(P p, G g) { return detail::adam_graph::update(p, g); }
+  template <class Set>
+  void hyperparameters(std::int64_t step, Set&& set) const {
+    if constexpr (Decoupled) detail::adam_graph::set_scalars(step, lr, beta1, beta2, eps, 0.0f, 1.0f - lr * weight_decay, set);
+    else detail::adam_graph::set_scalars(step, lr, beta1, beta2, eps, weight_decay, 1.0f, set);
+  }
+};
+
 /// Adam with L2 weight decay added to the gradient, as torch.optim.Adam.
-struct adam {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
-
-  static constexpr std::string_view name = "adam";
-  template <class P>
-  using states = detail::adam_graph::states<P>;
-  template <class P, class G>
-  static constexpr auto update(P p, G g) { return detail::adam_graph::update(p, g); }
-  template <class Set>
-  void hyperparameters(std::int64_t step, Set&& set) const {
-    detail::adam_graph::set_scalars(step, lr, beta1, beta2, eps, weight_decay, 1.0f, set);
-  }
-};
-
-/// Adam with decoupled weight decay (p -= lr wd p before the step), as torch.optim.AdamW.
-struct adamw {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.01f;
-
-  static constexpr std::string_view name = "adamw";
-  template <class P>
-  using states = detail::adam_graph::states<P>;
-  template <class P, class G>
-  static constexpr auto update(P p, G g) { return detail::adam_graph::update(p, g); }
-  template <class Set>
-  void hyperparameters(std::int64_t step, Set&& set) const {
-    detail::adam_graph::set_scalars(step, lr, beta1, beta2, eps, 0.0f, 1.0f - lr * weight_decay, set);
-  }
-};
+using adam = adam_options<false>;
+/// Adam with decoupled weight decay (p -= lr wd p before the step), as torch.optim.AdamW
+/// (default weight decay 0.01).
+using adamw = adam_options<true>;
 
 /// What a training step does with the gradients before the update.
 enum class gradient_clipping {
