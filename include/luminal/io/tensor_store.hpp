@@ -182,6 +182,9 @@ class tensor_store {
     return it->second;
   }
 
+  /// The entry of that name, to change its values in place (its byte size must stay).
+  entry& at(std::string_view name) { return const_cast<entry&>(std::as_const(*this).at(name)); }
+
   /// All names, sorted.
   std::vector<std::string> names() const {
     std::vector<std::string> out;

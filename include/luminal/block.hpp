@@ -1,0 +1,330 @@
+// A block: a static piece of a model (a transformer layer, one step of a simulation)
+// compiled once into a forward and a backward program that a tape (tape.hpp) calls any
+// number of times at run time, with a different parameter set per call.
+//
+//     constexpr Dim Batch{"Batch"};
+//     auto x = input<"x", f32>(shape<Batch, 64>);
+//     auto y = x + nn::Linear<"layer.fc", 64, 64>{}(x);
+//     auto layer = compile_block<"layer">(y, x);  // outputs y, differentiable input x
+//     // tape.call(layer, "h.3", {{"x", h}}) binds "layer.fc.weight" to "h.3.fc.weight".
+//
+// The split into two programs happens at compile time. The reverse pass of the block's
+// outputs, seeded with cotangent inputs, gives gradient expressions that share nodes with
+// the forward graph. Every forward node the gradients read that is not cheap to recompute
+// from leaves (anything behind a reduction, a matmul or a gather) is "cut": the forward
+// program computes it as an extra output, the tape keeps it, and in the backward graph it
+// becomes an input leaf "tape.saved.NNN". Those are the activations the backward pass must
+// keep; everything else is recomputed from the block's inputs and parameters.
+#pragma once
+#include <boost/mp11/algorithm.hpp>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "luminal.hpp"
+
+namespace luminal {
+
+template <class B>
+class tape;
+
+namespace detail {
+
+/// "[64, 32]"
+inline std::string extents_text(std::span<const index_t> shape) {
+  std::string text = "[";
+  for (std::size_t k = 0; k < shape.size(); ++k) text += (k ? ", " : "") + std::to_string(shape[k]);
+  return text + "]";
+}
+
+/// "tape.saved.007": the backward program's leaf for saved tensor K.
+template <fixed_string Stem, std::size_t K>
+consteval auto numbered_name() {
+  static_assert(K < 1000, "luminal: a block keeps at most 1000 tensors for its backward pass");
+  fixed_string<Stem.size() + 4> out;
+  for (std::size_t i = 0; i < Stem.size(); ++i) out.chars[i] = Stem.chars[i];
+  out.chars[Stem.size()] = char('0' + K / 100);
+  out.chars[Stem.size() + 1] = char('0' + K / 10 % 10);
+  out.chars[Stem.size() + 2] = char('0' + K % 10);
+  return out;
+}
+
+template <class L, class N>
+inline constexpr bool contains_node = position_in<L, N>::value < int(boost::mp11::mp_size<L>::value);
+
+/// Whether a node is as cheap to recompute in the backward program as to load: leaves,
+/// and views and elementwise maps of cheap nodes (a transposed weight, a causal mask).
+template <class N>
+constexpr bool cheap_to_recompute() {
+  if constexpr (N::kind == op_kind::input || N::kind == op_kind::constant || N::kind == op_kind::extent ||
+                N::kind == op_kind::iota) {
+    return true;
+  } else if constexpr (N::kind == op_kind::view || N::kind == op_kind::map) {
+    return []<class... C>(boost::mp11::mp_list<C...>) { return (cheap_to_recompute<C>() && ...); }(
+        typename N::children{});
+  } else {
+    return false;
+  }
+}
+
+/// The forward nodes the gradient expressions Grads read directly: the children of
+/// backward-only nodes (and the gradients themselves) that are forward nodes and not
+/// cheap. Forward order, each once.
+template <class Forward, class Grads>
+struct cut_points {
+  using backward_nodes = boost::mp11::mp_apply<topo_nodes, Grads>;
+  template <class M>
+  using read_by_backward = boost::mp11::mp_eval_if_c<contains_node<Forward, M>, boost::mp11::mp_list<>,
+                                                     boost::mp11::mp_identity_t, typename M::children>;
+  using readers = boost::mp11::mp_apply<boost::mp11::mp_append,
+                                        boost::mp11::mp_push_front<boost::mp11::mp_transform<read_by_backward, backward_nodes>, Grads>>;
+  template <class N>
+  using is_cut = std::bool_constant<!cheap_to_recompute<N>() && contains_node<readers, N>>;
+  using type = boost::mp11::mp_filter<is_cut, Forward>;
+};
+
+/// Node N of the backward graph with every node of Kept replaced by the leaf
+/// "tape.saved.<its position in Kept>".
+template <class N, class Kept, bool IsKept = contains_node<Kept, N>>
+struct substitute {
+  using type = N;  // leaves and constants stay
+};
+template <class N, class Kept>
+struct substitute<N, Kept, true> {
+  using type = Input<numbered_name<"tape.saved.", std::size_t(position_in<Kept, N>::value)>(), value_t<N>, shape_t<N>>;
+};
+template <class Op, class... C, class Kept>
+struct substitute<Node<Op, C...>, Kept, false> {
+  using type = Node<Op, typename substitute<C, Kept>::type...>;
+};
+
+template <class N>
+struct is_float_parameter : std::bool_constant<N::kind == op_kind::input && floating_element<value_t<N>> &&
+                                               requires { requires N::role == leaf_role::parameter; }> {};
+
+/// Sum over outputs of <output, cotangent>: one scalar whose gradient is the vjp of all
+/// outputs at once.
+template <class... O, std::size_t... K>
+constexpr auto cotangent_pairing(boost::mp11::mp_list<O...>, std::index_sequence<K...>) {
+  return (sum(O{} * Input<numbered_name<"tape.cotangent.", K>(), value_t<O>, shape_t<O>>{}) + ...);
+}
+}  // namespace detail
+
+
+/// The runtime face of a block, which the tape holds to run a recorded call's backward.
+template <class B>
+class block_interface {
+ public:
+  virtual ~block_interface() = default;
+  virtual void run_backward(tape<B>& recording, std::size_t call) = 0;
+};
+
+/// A compiled block (see compile_block). Outputs and Wrt are mp_lists of node types; the
+/// parameters are the float param<> leaves of the outputs' graph. Not movable once a tape
+/// has recorded a call of it (the tape points at it).
+template <class B, fixed_string Prefix, class Outputs, class Wrt>
+class block final : public block_interface<B> {
+ public:
+  using forward_nodes = boost::mp11::mp_apply<topo_nodes, Outputs>;
+  using parameters = boost::mp11::mp_filter<detail::is_float_parameter, forward_nodes>;
+  using differentiated = boost::mp11::mp_append<Wrt, parameters>;
+  static constexpr std::size_t output_count = boost::mp11::mp_size<Outputs>::value;
+  static constexpr std::size_t input_gradient_count = boost::mp11::mp_size<Wrt>::value;
+
+ private:
+  template <class... W>
+  static constexpr auto gradient_list(boost::mp11::mp_list<W...>) {
+    if constexpr (output_count == 1) {
+      using O = boost::mp11::mp_first<Outputs>;
+      using pass = reverse_pass<O, Input<detail::numbered_name<"tape.cotangent.", 0>(), value_t<O>, shape_t<O>>, W...>;
+      return boost::mp11::mp_list<decltype(pass::template gradient<W>())...>{};
+    } else {
+      using L = decltype(detail::cotangent_pairing(Outputs{}, std::make_index_sequence<output_count>{}));
+      using pass = reverse_pass<L, Const<value_t<L>, value_t<L>(1)>, W...>;
+      return boost::mp11::mp_list<decltype(pass::template gradient<W>())...>{};
+    }
+  }
+  struct is_output_q {
+    template <class N>
+    using fn = std::bool_constant<detail::contains_node<Outputs, N>>;
+  };
+  template <class... N>
+  using program_for = program<B, retention_policy::store_all, N...>;
+
+ public:
+  using gradients = decltype(gradient_list(differentiated{}));
+  /// Forward nodes the backward program reads: the outputs, then the cut points.
+  using kept = boost::mp11::mp_append<
+      Outputs, boost::mp11::mp_remove_if_q<typename detail::cut_points<forward_nodes, gradients>::type, is_output_q>>;
+  static constexpr std::size_t kept_count = boost::mp11::mp_size<kept>::value;
+  template <class G>
+  using backward_of = typename detail::substitute<G, kept>::type;
+  using forward_program = boost::mp11::mp_apply<program_for, kept>;
+  using backward_program = boost::mp11::mp_apply<program_for, boost::mp11::mp_transform<backward_of, gradients>>;
+
+  explicit block(B backend = {}) : forward_(backend), backward_(backend) {}
+  block(const block&) = delete;
+  block& operator=(const block&) = delete;
+
+  static constexpr std::string_view prefix() { return Prefix.view(); }
+  forward_program& forward() { return forward_; }
+  backward_program& backward() { return backward_; }
+
+  /// The store's name of leaf parameter `leaf` in a call with prefix `call_prefix`:
+  /// "layer.fc.weight" becomes "h.3.fc.weight". Names outside the block's prefix (shared
+  /// parameters) and calls without a prefix keep the leaf's name.
+  static std::string parameter_name(std::string_view leaf, std::string_view call_prefix) {
+    constexpr std::string_view own = Prefix.view();
+    if (own.empty() || call_prefix.empty() || leaf.size() <= own.size() || !leaf.starts_with(own) ||
+        leaf[own.size()] != '.')
+      return std::string(leaf);
+    return std::string(call_prefix) + std::string(leaf.substr(own.size()));
+  }
+
+  /// Runs the forward program for one call and returns the tape slots of kept (outputs
+  /// first). Called by tape::call.
+  std::vector<int> run_forward(tape<B>& recording, std::size_t call) {
+    const auto& record = recording.record_at(call);
+    boost::mp11::mp_for_each<typename forward_program::leaves>([&](auto leaf) {
+      using L = decltype(leaf);
+      if constexpr (L::role == leaf_role::parameter) bind_parameter<L>(forward_, recording, record.prefix);
+      else bind_argument<L>(forward_, recording, record);
+    });
+    forward_.run();
+    bool requires_grad = boost::mp11::mp_size<parameters>::value > 0;
+    boost::mp11::mp_for_each<Wrt>([&](auto leaf) {
+      if (int id = record.argument(decltype(leaf)::name.view()); id >= 0) requires_grad |= recording.slot_at(id).requires_grad;
+    });
+    std::vector<int> slots;
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<kept_count>>([&](auto K) {
+      using T = value_t<boost::mp11::mp_at_c<kept, K>>;
+      auto shape = forward_.template output_shape<K>();
+      int id = recording.new_slot(dtype_of<T>(), shape, requires_grad);
+      auto& bytes = recording.slot_at(id).data;
+      forward_.template read_output<K>(std::span<T>(reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T)));
+      slots.push_back(id);
+    });
+    return slots;
+  }
+
+  /// Runs the backward program of a recorded call: adds its inputs' cotangents and its
+  /// parameters' gradients into the tape.
+  void run_backward(tape<B>& recording, std::size_t call) override {
+    const auto& record = recording.record_at(call);
+    for (std::size_t k = 0; k < output_count; ++k) {
+      auto& out = recording.slot_at(record.kept[k]);
+      if (out.cotangent.empty()) out.cotangent.assign(out.data.size(), std::byte{0});
+    }
+    boost::mp11::mp_for_each<typename backward_program::leaves>([&](auto leaf) {
+      using L = decltype(leaf);
+      constexpr std::string_view name = L::name.view();
+      if constexpr (name.starts_with("tape.cotangent.") || name.starts_with("tape.saved.")) {
+        constexpr std::size_t k = std::size_t(name[name.size() - 3] - '0') * 100 +
+                                  std::size_t(name[name.size() - 2] - '0') * 10 + std::size_t(name[name.size() - 1] - '0');
+        auto& s = recording.slot_at(record.kept[k]);
+        const auto& bytes = name.starts_with("tape.saved.") ? s.data : s.cotangent;
+        bind_bytes<L>(backward_, bytes, s.shape);
+      } else if constexpr (L::role == leaf_role::parameter) {
+        bind_parameter<L>(backward_, recording, record.prefix);
+      } else {
+        bind_argument<L>(backward_, recording, record);
+      }
+    });
+    backward_.run();
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<differentiated>::value>>([&](auto J) {
+      using W = boost::mp11::mp_at_c<differentiated, J>;
+      using T = value_t<W>;
+      auto shape = backward_.template output_shape<J>();
+      if constexpr (J < input_gradient_count) {
+        int id = record.argument(W::name.view());
+        if (id < 0 || !recording.slot_at(id).requires_grad) return;
+        auto& target = recording.slot_at(id).cotangent;
+        if (target.empty()) target.assign(recording.slot_at(id).data.size(), std::byte{0});
+        accumulate<J, T>(target);
+      } else {
+        auto& target = recording.gradient_buffer(parameter_name(W::name.view(), record.prefix), dtype_of<T>(), shape);
+        accumulate<J, T>(target);
+      }
+    });
+  }
+
+ private:
+  template <std::size_t J, class T>
+  void accumulate(std::vector<std::byte>& target) {
+    const std::size_t count = target.size() / sizeof(T);
+    scratch_.resize(count * sizeof(T));
+    T* incoming = reinterpret_cast<T*>(scratch_.data());
+    backward_.template read_output<J>(std::span<T>(incoming, count));
+    T* sum = reinterpret_cast<T*>(target.data());
+    for (std::size_t i = 0; i < count; ++i) sum[i] += incoming[i];
+  }
+
+  template <class L, class Program>
+  static void bind_bytes(Program& prog, const std::vector<std::byte>& bytes, std::span<const index_t> shape) {
+    using T = value_t<L>;
+    const T* data = reinterpret_cast<const T*>(bytes.data());
+    if constexpr (B::host_accessible) prog.bind_view(L::name.view(), data, shape);
+    else prog.bind(L::name.view(), data, shape);
+  }
+
+  template <class L, class Program>
+  static void bind_parameter(Program& prog, tape<B>& recording, std::string_view call_prefix) {
+    using T = value_t<L>;
+    const std::string name = parameter_name(L::name.view(), call_prefix);
+    const auto& parameters = recording.parameters();
+    if (!parameters.contains(name))
+      throw input_error("luminal: block '" + std::string(Prefix.view()) + "' needs the parameter '" + name +
+                        "' (its leaf '" + std::string(L::name.view()) + "'), which the parameter store does not hold");
+    const auto& entry = parameters.at(name);
+    std::vector<index_t> expected;
+    for (const Dim& d : L::shape::dims) expected.push_back(d.offset);
+    if (entry.dtype != dtype_of<T>() || entry.shape != expected)
+      throw input_error("luminal: parameter '" + name + "' is " + std::string(dtype_name(entry.dtype)) + " " +
+                        detail::extents_text(entry.shape) + " in the store, but block '" + std::string(Prefix.view()) +
+                        "' needs " + std::string(dtype_name<T>()) + " " + to_string(L::shape::dims));
+    bind_bytes<L>(prog, entry.data, entry.shape);
+  }
+
+  template <class L, class Program, class Record>
+  static void bind_argument(Program& prog, tape<B>& recording, const Record& record) {
+    int id = record.argument(L::name.view());
+    if (id < 0)
+      throw input_error("luminal: block '" + std::string(Prefix.view()) + "' needs the input '" +
+                        std::string(L::name.view()) + "', which the call does not pass (it passes " +
+                        record.argument_names() + ")");
+    const auto& s = recording.slot_at(id);
+    if (s.dtype != dtype_of<value_t<L>>())
+      throw input_error("luminal: block '" + std::string(Prefix.view()) + "' input '" + std::string(L::name.view()) +
+                        "' is " + std::string(dtype_name<value_t<L>>()) + ", but the call passes " +
+                        std::string(dtype_name(s.dtype)));
+    bind_bytes<L>(prog, s.data, s.shape);
+  }
+
+  forward_program forward_;
+  backward_program backward_;
+  std::vector<std::byte> scratch_;
+};
+
+/// Compiles a block of outputs (one expression, or a std::tuple of them) for backend B,
+/// differentiable with respect to the input<> leaves `wrt` (other inputs, such as token
+/// ids, are bound per call without gradients). Parameters named `Prefix + "."...` are
+/// renamed per call (block::parameter_name). Returns the block by unique_ptr: the tape
+/// holds on to it by address.
+///
+///     auto head = compile_block<"head">(nn::cross_entropy(lm(x), labels), x);
+template <fixed_string Prefix, class B = host, class Out, expression... Wrt>
+auto compile_block(Out, Wrt...) {
+  using outputs = decltype([] {
+    if constexpr (expression<Out>) return boost::mp11::mp_list<Out>{};
+    else return boost::mp11::mp_rename<Out, boost::mp11::mp_list>{};
+  }());
+  static_assert(boost::mp11::mp_size<outputs>::value >= 1, "luminal: compile_block needs at least one output");
+  static_assert(((Wrt::kind == op_kind::input && floating_element<value_t<Wrt>>) && ...),
+                "luminal: compile_block differentiates with respect to floating-point input<> leaves only");
+  return std::make_unique<block<B, Prefix, outputs, boost::mp11::mp_list<std::remove_cvref_t<Wrt>...>>>();
+}
+
+}  // namespace luminal

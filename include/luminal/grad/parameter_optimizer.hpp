@@ -1,0 +1,175 @@
+// An optimizer over named tensors, for models whose gradients come from a tape (tape.hpp)
+// rather than from one compiled training step. It runs the same update graph as
+// compile_train_step (grad/optimizers.hpp), compiled once for a flat tensor of any
+// length and run once per parameter, so the formulas, hyperparameters and state names
+// ("optimizer.exp_avg.<name>", ...) are those of train_step and its checkpoints.
+//
+//     parameter_optimizer<adamw> opt({.lr = 3e-4f});
+//     opt.max_grad_norm = 1.0;                       // optional global-norm clipping
+//     t.backward(loss);
+//     opt.step(params, t.gradients());               // updates params; clears the gradients
+//     save_safetensors(opt.checkpoint(params), "model.safetensors");
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "../io/safetensors.hpp"
+#include "../io/tensor_store.hpp"
+#include "../luminal.hpp"
+#include "optimizers.hpp"
+
+namespace luminal {
+
+/// Applies optimizer Opt to the T tensors of a tensor_store; see the file comment.
+template <optimizer Opt, element_type T = f32, class B = host>
+class parameter_optimizer {
+  static constexpr Dim elements{"Elements"};
+  using flat_parameter = Param<"p", T, Shape<elements>>;
+  using flat_gradient = Input<"grad", T, Shape<elements>>;
+  static auto make_program(B backend) {
+    return std::apply([&](auto... outputs) { return program<B, retention_policy::store_all, decltype(outputs)...>(backend); },
+                      Opt::update(flat_parameter{}, flat_gradient{}));
+  }
+  using update_program = decltype(make_program(B{}));
+  using state_leaves = typename Opt::template states<flat_parameter>;
+
+ public:
+  explicit parameter_optimizer(Opt options = {}, B backend = {})
+      : options_(std::move(options)), program_(make_program(std::move(backend))) {}
+
+  Opt& options() { return options_; }
+  const Opt& options() const { return options_; }
+  std::int64_t step_count() const { return step_; }
+
+  /// Global-norm clipping bound (torch.nn.utils.clip_grad_norm_); infinite: none.
+  double max_grad_norm = std::numeric_limits<double>::infinity();
+
+  /// One update of every parameter that has a gradient in `gradients` (which must be of
+  /// type T and of the parameter's shape); the gradients are cleared afterwards. Returns the
+  /// global L2 norm of the gradients before clipping. A non-finite norm throws run_error
+  /// and changes nothing.
+  double step(tensor_store& parameters, tensor_store& gradients) {
+    double squared = 0;
+    for (const auto& [name, g] : gradients) {
+      if (!parameters.contains(name))
+        throw input_error("luminal: parameter_optimizer: there is a gradient for '" + name +
+                          "', but no parameter of that name");
+      const auto& p = parameters.at(name);
+      if (g.dtype != dtype_of<T>() || p.dtype != dtype_of<T>() || g.shape != p.shape)
+        throw input_error("luminal: parameter_optimizer: parameter '" + name + "' and its gradient must be " +
+                          std::string(dtype_name<T>()) + " of one shape");
+      for (T v : values(g)) squared += double(v) * double(v);
+    }
+    const double norm = std::sqrt(squared);
+    if (!std::isfinite(norm))
+      throw run_error("luminal: parameter_optimizer: the gradient norm is not finite at step " + std::to_string(step_ + 1) +
+                      "; the parameters are left as they were");
+    const T scale = norm > max_grad_norm ? T(max_grad_norm / (norm + 1e-6)) : T(1);
+    const std::int64_t t = step_ + 1;
+    options_.hyperparameters(t, [&](std::string_view name, double value) {
+      const T v = T(value);
+      program_.bind(name, &v, std::span<const index_t>{});
+    });
+    for (const std::string& name : gradients.names()) {
+      auto& g = gradients.at(name);
+      auto& p = parameters.at(name);
+      if (scale != T(1))
+        for (T& v : values(g)) v *= scale;
+      const index_t count = index_t(p.element_count());
+      const std::span<const index_t> flat(&count, 1);
+      bind(flat_parameter::name.view(), p, flat);
+      bind(flat_gradient::name.view(), g, flat);
+      boost::mp11::mp_for_each<state_leaves>([&](auto leaf) {
+        bind(decltype(leaf)::name.view(), state_of<decltype(leaf)>(name, p), flat);
+      });
+      program_.run();
+      program_.template read_output<0>(values(p));
+      boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<state_leaves>::value>>([&](auto I) {
+        using L = boost::mp11::mp_at_c<state_leaves, I>;
+        program_.template read_output<1 + I>(values(state_.at(state_name<L>(name))));
+      });
+    }
+    gradients.clear();
+    step_ = t;
+    return norm;
+  }
+
+  /// The optimizer state ("optimizer.*" tensors) and the step count, as train_step saves them.
+  tensor_store state() const {
+    tensor_store out = state_;
+    out.metadata["luminal.step"] = std::to_string(step_);
+    out.metadata["luminal.optimizer"] = std::string(Opt::name);
+    return out;
+  }
+  /// Parameters and optimizer state in one store, to save as a checkpoint.
+  tensor_store checkpoint(const tensor_store& parameters) const {
+    tensor_store out = state();
+    for (const auto& [name, entry] : parameters) out.insert(name, entry);
+    return out;
+  }
+  /// Takes the "optimizer.*" tensors and the step count of a checkpoint (other entries
+  /// are ignored). Throws checkpoint_error if the step count is missing or malformed.
+  void load_state(const tensor_store& checkpoint) {
+    tensor_store loaded;
+    for (const auto& [name, entry] : checkpoint)
+      if (name.starts_with("optimizer.")) loaded.insert(name, entry);
+    std::int64_t steps = 0;
+    if (!loaded.empty()) {
+      auto it = checkpoint.metadata.find("luminal.step");
+      if (it == checkpoint.metadata.end())
+        throw checkpoint_error("luminal: the checkpoint has optimizer state but no step count (luminal.step)");
+      try {
+        std::size_t used = 0;
+        steps = std::stoll(it->second, &used);
+        if (used != it->second.size() || steps < 0) throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        throw checkpoint_error("luminal: the checkpoint has a bad step count '" + it->second + "'");
+      }
+    }
+    state_ = std::move(loaded);
+    step_ = steps;
+  }
+
+ private:
+  static std::span<T> values(tensor_store::entry& e) {
+    return {reinterpret_cast<T*>(e.data.data()), e.data.size() / sizeof(T)};
+  }
+  static std::span<const T> values(const tensor_store::entry& e) {
+    return {reinterpret_cast<const T*>(e.data.data()), e.data.size() / sizeof(T)};
+  }
+  /// "optimizer.exp_avg.p" -> "optimizer.exp_avg.<name>".
+  template <class L>
+  static std::string state_name(const std::string& name) {
+    std::string_view leaf = L::name.view();
+    return std::string(leaf.substr(0, leaf.size() - flat_parameter::name.size())) + name;
+  }
+  template <class L>
+  tensor_store::entry& state_of(const std::string& name, const tensor_store::entry& parameter) {
+    const std::string key = state_name<L>(name);
+    if (!state_.contains(key)) {
+      tensor_store::entry zeros;
+      zeros.dtype = dtype_of<T>();
+      zeros.shape = parameter.shape;
+      zeros.data.assign(parameter.data.size(), std::byte{0});
+      state_.insert(key, std::move(zeros));
+    }
+    auto& e = state_.at(key);
+    if (e.shape != parameter.shape || e.dtype != dtype_of<T>())
+      throw checkpoint_error("luminal: optimizer state '" + key + "' does not have its parameter's shape");
+    return e;
+  }
+  void bind(std::string_view leaf, const tensor_store::entry& e, std::span<const index_t> flat) {
+    const T* data = reinterpret_cast<const T*>(e.data.data());
+    if constexpr (B::host_accessible) program_.bind_view(leaf, data, flat);
+    else program_.bind(leaf, data, flat);
+  }
+
+  Opt options_;
+  update_program program_;
+  tensor_store state_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace luminal

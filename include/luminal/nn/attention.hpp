@@ -1,0 +1,141 @@
+// Transformer pieces: causal multi-head self-attention, learned position embeddings, the
+// GELU MLP and the pre-norm residual block, as in GPT-2 (and nanoGPT's parameter names:
+// attn.qkv / attn.proj, mlp.fc / mlp.proj, ln1 / ln2).
+//
+//     constexpr Dim Batch{"Batch"}, Seq{"Seq"};
+//     auto x = input<"x", f32>(shape<Batch, Seq, 256>);
+//     nn::TransformerBlock<"h.0", 256, 4> block;        // 256 wide, 4 heads of 64
+//     auto y = block(x);                                // Shape<Batch, Seq, 256>
+//     tensor_store store;
+//     block.initialize(store, 7);
+//
+// Inputs are [batch, sequence, width]; both leading extents may be symbolic. Position p
+// attends to positions 0..p: the mask is computed from iota, never stored.
+#pragma once
+#include <cmath>
+
+#include "activation.hpp"
+#include "linear.hpp"
+#include "norm.hpp"
+
+namespace luminal::nn {
+
+namespace detail {
+/// A module's check that x is [batch, sequence, D].
+template <class X, std::int64_t D>
+constexpr bool sequence_input(const char* module_name) {
+  using S = shape_t<X>;
+  if constexpr (S::rank != 3) {
+    (void)error::module_input_rank<op_text("a sequence module"), S::text, 3>{};
+    return false;
+  } else if constexpr (!(S::dims[2] == Dim{D})) {
+    (void)error::module_input_extent<op_text("a sequence module"), S::text, 2, D>{};
+    return false;
+  }
+  (void)module_name;
+  return true;
+}
+}  // namespace detail
+
+/// True where key position <= query position, for scores [..., Seq, Seq].
+template <Dim SeqDim>
+constexpr auto causal_mask() {
+  return less_than(iota<1, i32>(shape<SeqDim, SeqDim>), iota<0, i32>(shape<SeqDim, SeqDim>) + c<1>);
+}
+
+/// Multi-head causal self-attention over [batch, seq, D] with Heads heads of D / Heads:
+/// one Linear to q, k, v ("<prefix>.qkv", [3D, D]), softmax(q k^T / sqrt(D / Heads)) over
+/// earlier positions, and an output Linear ("<prefix>.proj", [D, D]).
+template <fixed_string Prefix, std::int64_t D, std::int64_t Heads, element_type T = f32>
+struct CausalSelfAttention {
+  static_assert(Heads >= 1 && D % Heads == 0, "luminal: CausalSelfAttention needs D divisible by Heads");
+  static constexpr std::int64_t head_width = D / Heads;
+  Linear<Prefix + ".qkv", D, 3 * D, true, T> qkv;
+  Linear<Prefix + ".proj", D, D, true, T> proj;
+  static constexpr auto parameters = std::tuple_cat(decltype(qkv)::parameters, decltype(proj)::parameters);
+
+  template <expression X>
+  constexpr auto operator()(X x) const {
+    if constexpr (!detail::sequence_input<X, D>("CausalSelfAttention")) {
+      return x;
+    } else {
+      using S = shape_t<X>;
+      constexpr Dim batch = S::dims[0], seq = S::dims[1];
+      auto packed = qkv(x);
+      // [batch, seq, D] -> [batch, heads, seq, head_width]
+      auto heads = [](auto part) { return permute<0, 2, 1, 3>(reshape(part, shape<batch, seq, Heads, head_width>)); };
+      auto q = heads(slice<2, 0, D>(packed));
+      auto k = heads(slice<2, D, 2 * D>(packed));
+      auto v = heads(slice<2, 2 * D, 3 * D>(packed));
+      constexpr double scale = 1.0 / std::sqrt(double(head_width));  // constexpr std::sqrt: GCC
+      auto scores = where(causal_mask<seq>(), matmul(q, transpose(k)) * c<scale>, c<-1e30>);
+      auto merged = reshape(permute<0, 2, 1, 3>(matmul(softmax<-1>(scores), v)), shape<batch, seq, D>);
+      return proj(merged);
+    }
+  }
+
+  void initialize(tensor_store& store, std::uint64_t seed) const {
+    qkv.initialize(store, seed);
+    proj.initialize(store, seed);
+  }
+};
+
+/// Learned absolute positions, as GPT-2's wpe: weight [MaxSeq, D], N(0, 1) like
+/// torch.nn.Embedding; adds row p to position p of a [batch, seq, D] input. A sequence
+/// longer than MaxSeq makes run() throw (the gather's range check).
+template <fixed_string Prefix, std::int64_t MaxSeq, std::int64_t D, element_type T = f32>
+struct PositionEmbedding {
+  Embedding<Prefix, MaxSeq, D, T> table;
+  static constexpr auto parameters = decltype(table)::parameters;
+
+  template <expression X>
+  constexpr auto operator()(X x) const {
+    if constexpr (!detail::sequence_input<X, D>("PositionEmbedding")) {
+      return x;
+    } else {
+      constexpr Dim seq = shape_t<X>::dims[1];
+      return x + table(iota<0, i32>(shape<seq>));
+    }
+  }
+  void initialize(tensor_store& store, std::uint64_t seed) const { table.initialize(store, seed); }
+};
+
+/// Linear(D, Hidden) -> GELU (tanh form) -> Linear(Hidden, D): "<prefix>.fc", "<prefix>.proj".
+template <fixed_string Prefix, std::int64_t D, std::int64_t Hidden = 4 * D, element_type T = f32>
+struct MLP {
+  Linear<Prefix + ".fc", D, Hidden, true, T> fc;
+  Linear<Prefix + ".proj", Hidden, D, true, T> proj;
+  static constexpr auto parameters = std::tuple_cat(decltype(fc)::parameters, decltype(proj)::parameters);
+
+  template <expression X>
+  constexpr auto operator()(X x) const { return proj(gelu(fc(x))); }
+  void initialize(tensor_store& store, std::uint64_t seed) const {
+    fc.initialize(store, seed);
+    proj.initialize(store, seed);
+  }
+};
+
+/// The pre-norm residual block of GPT-2: x + attn(ln1(x)), then + mlp(ln2(.)).
+template <fixed_string Prefix, std::int64_t D, std::int64_t Heads, element_type T = f32>
+struct TransformerBlock {
+  LayerNorm<Prefix + ".ln1", D, 1e-5, T> ln1;
+  CausalSelfAttention<Prefix + ".attn", D, Heads, T> attn;
+  LayerNorm<Prefix + ".ln2", D, 1e-5, T> ln2;
+  MLP<Prefix + ".mlp", D, 4 * D, T> mlp;
+  static constexpr auto parameters = std::tuple_cat(decltype(ln1)::parameters, decltype(attn)::parameters,
+                                                    decltype(ln2)::parameters, decltype(mlp)::parameters);
+
+  template <expression X>
+  constexpr auto operator()(X x) const {
+    auto h = x + attn(ln1(x));
+    return h + mlp(ln2(h));
+  }
+  void initialize(tensor_store& store, std::uint64_t seed) const {
+    ln1.initialize(store, seed);
+    attn.initialize(store, seed);
+    ln2.initialize(store, seed);
+    mlp.initialize(store, seed);
+  }
+};
+
+}  // namespace luminal::nn
