@@ -20,7 +20,7 @@ PACKAGES=(
   build-essential cmake git pkg-config
   libboost-dev libxtensor-dev librange-v3-dev catch2
   libopenblas-dev libtrilinos-kokkos-dev nlohmann-json3-dev zlib1g-dev
-  dataset-fashion-mnist python3
+  dataset-fashion-mnist fortunes python3
 )
 
 # ---- 1. system packages -------------------------------------------------------------
