@@ -21,6 +21,7 @@ struct reduce_body {
   using T = value_t<N>;
   using F = typename N::op::functor;
   using Child = boost::mp11::mp_first<typename N::children>;
+  using value_type = T;
   kernel_context ctx;
   T* out;
   index_t extent, inner;
@@ -31,6 +32,22 @@ struct reduce_body {
       for (index_t k = 0; k < extent; ++k) acc = F::combine(acc, Eval::template at<Child>(ctx, base + k * inner));
       out[o] = acc;
     }
+  }
+  // The same reduction in pieces, for backends that split the reduced axis across threads
+  // (parallel_reduce, e.g. a block per output on a GPU).
+  LUMINAL_HD static T identity() { return F::template identity<T>(); }
+  LUMINAL_HD static T combine(T acc, T x) { return F::combine(acc, x); }
+  LUMINAL_HD T element(index_t o, index_t k) const {
+    return Eval::template at<Child>(ctx, (o / inner) * extent * inner + o % inner + k * inner);
+  }
+  LUMINAL_HD void store(index_t o, T value) const { out[o] = value; }
+};
+
+template <class T>
+struct fill_zero_body {
+  T* out;
+  LUMINAL_HD void operator()(index_t begin, index_t end) const {
+    for (index_t i = begin; i < end; ++i) out[i] = T(0);
   }
 };
 
@@ -62,7 +79,11 @@ struct kernel_runner {
       const index_t* in = dims_of<Child>();
       index_t inner = 1;
       for (std::size_t k = axis + 1; k < Child::shape::rank; ++k) inner *= in[k];
-      backend.parallel_for(count_of<N>(), reduce_body<eval, N>{ctx, out, in[axis], inner});
+      reduce_body<eval, N> body{ctx, out, in[axis], inner};
+      if constexpr (requires { backend.parallel_reduce(index_t{}, index_t{}, body); })
+        backend.parallel_reduce(count_of<N>(), in[axis], body);
+      else
+        backend.parallel_for(count_of<N>(), body);
     } else if constexpr (N::kind == op_kind::matmul) {
       run_matmul<N>(out);
     } else {
@@ -96,9 +117,7 @@ struct kernel_runner {
     for (std::size_t i = 0; i + 2 < R; ++i) batches *= od[i];
     if (m == 0 || n == 0 || batches == 0) return;
     if (k == 0) {
-      backend.parallel_for(batches * m * n, [out] LUMINAL_HD(index_t b, index_t e) {
-        for (index_t i = b; i < e; ++i) out[i] = T(0);
-      });
+      backend.parallel_for(batches * m * n, fill_zero_body<T>{out});  // a named functor: no nvcc extended lambda
       return;
     }
     const T* a = static_cast<const T*>(buffers[OA::base_id]);
@@ -107,6 +126,23 @@ struct kernel_runner {
     const index_t* bbase = dims + OB::base_id * Layout::max_rank;
     // Row-major leading dimensions of the stored matrices.
     index_t lda = abase[OA::base_rank - 1], ldb = bbase[OB::base_rank - 1];
+    if constexpr (requires { backend.gemm_strided_batched(false, false, m, n, k, a, lda, m, b, ldb, m, out, n, m, m); }) {
+      // One batched call when every operand's batches lie at a fixed stride (0: broadcast).
+      if (batches > 1) {
+        index_t stride_a = batch_offset<OA::base_rank>(1, od, R, abase);
+        index_t stride_b = batch_offset<OB::base_rank>(1, od, R, bbase);
+        bool strided = true;
+        for (index_t batch = 2; batch < batches && strided; ++batch)
+          strided = batch_offset<OA::base_rank>(batch, od, R, abase) == batch * stride_a &&
+                    batch_offset<OB::base_rank>(batch, od, R, bbase) == batch * stride_b;
+        if (strided) {
+          backend.gemm_strided_batched(OA::transposed, OB::transposed, m, n, k, a, std::max<index_t>(lda, 1), stride_a,
+                                       b, std::max<index_t>(ldb, 1), stride_b, out, std::max<index_t>(n, 1), m * n,
+                                       batches);
+          return;
+        }
+      }
+    }
     for (index_t batch = 0; batch < batches; ++batch) {
       index_t a_offset = batch_offset<OA::base_rank>(batch, od, R, abase);
       index_t b_offset = batch_offset<OB::base_rank>(batch, od, R, bbase);

@@ -152,7 +152,7 @@ class parameter_store {
       using L = decltype(leaf);
       auto it = slots_.find(L::name.view());
       if (it == slots_.end()) return;
-      prog.bind_view(L::name.view(), static_cast<const value_t<L>*>(it->second.current), it->second.shape);
+      prog.bind_device(L::name.view(), static_cast<const value_t<L>*>(it->second.current), it->second.shape);
     });
   }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <boost/mp11/algorithm.hpp>
 #include <span>
@@ -109,6 +110,13 @@ class program {
     bind_view(name, data, std::span<const index_t>(shape.begin(), shape.size()));
   }
 
+  /// Binds memory of this backend (device memory on a GPU) without copying: the memory
+  /// must stay valid and unchanged until run() returns. A parameter_store binds this way.
+  template <element_type T>
+  void bind_device(std::string_view name, const T* data, std::span<const index_t> shape) {
+    bind_raw(name, dtype_of<T>(), data, shape, false);
+  }
+
   // ---- running ------------------------------------------------------------------------
 
   /// Runs every kernel. Throws input_error for missing or inconsistent inputs.
@@ -126,12 +134,29 @@ class program {
     backend_.to_device(error_device_, &no_error, sizeof(int));
     kernel_context ctx{buffers_device_, dims_device_, error_device_};
     kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data()};
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>([&](auto K) {
-      auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      runner.template run<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>();
-      if (profiling_)
-        kernel_seconds_[K] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    });
+    auto launch_all = [&] {
+      boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>([&](auto K) {
+        auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+        runner.template run<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>();
+        if (profiling_) {
+          if constexpr (requires { backend_.synchronize(); }) backend_.synchronize();  // asynchronous backends
+          kernel_seconds_[K] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        }
+      });
+    };
+    // A backend that records launches (CUDA Graphs) gets everything they depend on as key.
+    if constexpr (requires { backend_.launch(std::span<const std::byte>{}, launch_all); }) {
+      if (profiling_) {
+        launch_all();
+      } else {
+        std::array<std::byte, sizeof(buffers_) + sizeof(index_t) * node_count * max_rank> key;
+        std::memcpy(key.data(), buffers_.data(), sizeof(buffers_));
+        std::memcpy(key.data() + sizeof(buffers_), dims_.data(), sizeof(index_t) * dims_.size());
+        backend_.launch(key, launch_all);
+      }
+    } else {
+      launch_all();
+    }
     profiled_runs_ += profiling_;
     int error = 0;
     backend_.to_host(&error, error_device_, sizeof(int));
@@ -188,6 +213,9 @@ class program {
   }
 
   // ---- introspection ------------------------------------------------------------------
+
+  /// The backend object this program runs on (its stream and transfer counters on CUDA).
+  const B& backend() const { return backend_; }
 
   /// Number of kernels one run launches (fused elementwise groups, reductions, matmuls).
   static constexpr int kernel_count() { return plan.kernel_count; }

@@ -30,6 +30,13 @@ struct Dim {
     for (std::size_t i = 0; i + 1 < N; ++i) symbols[i] = name[i];
   }
 
+  /// All fields: how a Dim template argument is spelled in the host code nvcc generates,
+  /// once cmake/nvcc-host/g++ has repaired it: Dim{{'B', 'a', ...}, 1, 0}.
+  constexpr Dim(const char (&symbol_chars)[name_capacity], std::int64_t scale_, std::int64_t offset_)
+      : scale(scale_), offset(offset_) {
+    for (std::size_t i = 0; i < name_capacity; ++i) symbols[i] = symbol_chars[i];
+  }
+
   constexpr bool is_static() const { return scale == 0; }
   constexpr std::string_view symbol_text() const {
     std::size_t n = 0;

@@ -97,7 +97,7 @@ class train_step {
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<slot_count>>([&](auto I) {
       using L = boost::mp11::mp_at_c<Slots, I>;
       auto& s = store_.at(L::name.view());
-      program_.bind_view(L::name.view(), static_cast<const value_t<L>*>(s.current), s.shape);
+      program_.bind_device(L::name.view(), static_cast<const value_t<L>*>(s.current), s.shape);
       program_.template write_output_to<1 + I>(static_cast<value_t<L>*>(s.next));
     });
     program_.run();

@@ -164,11 +164,19 @@ constexpr auto clip_gradients(std::tuple<G...> grads) {
 }
 }  // namespace detail
 
+namespace detail {
+/// A hyperparameter callback for the concept below: a named type, because nvcc rejects
+/// every optimizer when the requirement is spelled with a lambda.
+struct hyperparameter_sink {
+  void operator()(std::string_view, double) const {}
+};
+}  // namespace detail
+
 /// Whether O has the shape of an optimizer: update(p, g) and hyperparameters(step, set).
 template <class O>
 concept optimizer = requires(const O& o) {
   { O::name } -> std::convertible_to<std::string_view>;
-  o.hyperparameters(std::int64_t{1}, [](std::string_view, double) {});
+  o.hyperparameters(std::int64_t{1}, detail::hyperparameter_sink{});
 };
 
 }  // namespace luminal

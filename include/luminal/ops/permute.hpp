@@ -16,9 +16,10 @@ struct Permute : view_op {
   LUMINAL_HD static index_t source(index_t i, const extents<R>& out, const extents<R>& in) {
     auto coord = detail::unravel(i, out);
     std::array<index_t, R> in_coord{};
-    for (std::size_t k = 0; k < R; ++k) in_coord[order[k]] = coord[k];
+    std::size_t k = 0;
+    ((in_coord[Order] = coord[k++]), ...);  // not order[k]: a static array is host memory under CUDA
     index_t flat = 0;
-    for (std::size_t k = 0; k < R; ++k) flat = flat * in[k] + in_coord[k];
+    for (std::size_t axis = 0; axis < R; ++axis) flat = flat * in[axis] + in_coord[axis];
     return flat;
   }
 };
