@@ -1,0 +1,353 @@
+// The CUDA backend: device memory, every fused group launched as a kernel instantiated by
+// nvcc from the same functors the host runs, block-level reductions, cuBLAS for GEMM
+// (strided-batched where the batch is), one stream per program, and optional CUDA Graph
+// replay so that a compiled training step is one graph launch.
+//
+//     // app.cu, compiled by nvcc (CMake: link luminal::cuda)
+//     #include <luminal/luminal.hpp>
+//     #include <luminal/backends/cuda.hpp>
+//     auto prog = luminal::compile<luminal::cuda>(y);          // or cuda_graph
+//     prog.bind("x", images);                // host -> device, once per bind
+//     prog.run();                            // kernels on the program's own stream
+//     xt::xarray<float> out = prog.output<0>();  // device -> host
+//     if (luminal::cuda::device_count() == 0) { /* no GPU: use luminal::host */ }
+//
+// Memory is not host-accessible: bind() copies, bind_view() of host memory throws, and
+// outputs are copied out. Every CUDA and cuBLAS call is checked; a failure throws
+// luminal::cuda_error naming the call and CUDA's own message.
+#pragma once
+#if !defined(__CUDACC__)
+#error "luminal/backends/cuda.hpp must be compiled by nvcc (a .cu file, or LANGUAGE CUDA in CMake)"
+#endif
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <luminal/backend.hpp>
+
+#include "cuda/flat.hpp"
+
+namespace luminal {
+
+/// A CUDA or cuBLAS call failed; what() names the call and the error.
+class cuda_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+inline void cuda_check(cudaError_t status, const char* call) {
+  if (status != cudaSuccess)
+    throw cuda_error(std::string("luminal: ") + call + " failed: " + cudaGetErrorName(status) + " (" +
+                     cudaGetErrorString(status) + ")");
+}
+inline void cublas_check(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw cuda_error(std::string("luminal: ") + call + " failed: " + cublasGetStatusName(status) + " (" +
+                     cublasGetStatusString(status) + ")");
+}
+#define LUMINAL_CUDA_CHECK(call) ::luminal::detail::cuda_check((call), #call)
+#define LUMINAL_CUBLAS_CHECK(call) ::luminal::detail::cublas_check((call), #call)
+
+inline constexpr int cuda_block = 256;  // threads per block; the reduction needs a power of 2
+
+/// One index per thread, grid-stride: body(i, i + 1) is the host's chunk functor on a
+/// chunk of one, so the host and the device run the same code.
+template <class Body>
+__global__ void __launch_bounds__(cuda_block) for_each_kernel(Body body, index_t n) {
+  const index_t stride = index_t(gridDim.x) * blockDim.x;
+  for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) body(i, i + 1);
+}
+
+/// One block per output (grid-stride over outputs): the threads stride over the reduced
+/// axis, then combine their partial results in shared memory. Body provides identity(),
+/// combine(a, b), element(o, k) and store(o, value) (kernels.hpp: reduce_body).
+template <class Body>
+__global__ void __launch_bounds__(cuda_block) block_reduce_kernel(Body body, index_t outputs, index_t extent) {
+  using T = typename Body::value_type;
+  __shared__ T partial[cuda_block];
+  for (index_t o = blockIdx.x; o < outputs; o += gridDim.x) {
+    T acc = body.identity();
+    for (index_t k = threadIdx.x; k < extent; k += blockDim.x) acc = body.combine(acc, body.element(o, k));
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+      if (threadIdx.x < s) partial[threadIdx.x] = body.combine(partial[threadIdx.x], partial[threadIdx.x + s]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) body.store(o, partial[0]);
+    __syncthreads();  // `partial` is reused by the next output
+  }
+}
+
+/// What one backend object owns: its stream, its cuBLAS handle (created at the first
+/// GEMM) and its captured graphs. Shared by copies of the backend object.
+struct cuda_state {
+  struct captured {
+    std::vector<std::byte> key;  // the launch parameters the graph was captured with
+    cudaGraphExec_t exec = nullptr;  // null: seen once, not captured yet
+  };
+  int device = 0;
+  int multiprocessors = 1;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  std::vector<captured> graphs;  // most recently used last
+  std::size_t bytes_to_device = 0, bytes_to_host = 0, graph_captures = 0, graph_launches = 0;
+
+  cuda_state() {
+    LUMINAL_CUDA_CHECK(cudaGetDevice(&device));
+    LUMINAL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+    // Non-blocking: the legacy default stream (other libraries' work) does not serialize it.
+    LUMINAL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  cuda_state(const cuda_state&) = delete;
+  cuda_state& operator=(const cuda_state&) = delete;
+  ~cuda_state() {  // no throwing here; errors at exit (driver shutting down) are ignored
+    cudaStreamSynchronize(stream);
+    for (auto& g : graphs)
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+    if (blas) cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+  }
+  cublasHandle_t handle() {
+    if (!blas) {
+      LUMINAL_CUBLAS_CHECK(cublasCreate(&blas));
+      LUMINAL_CUBLAS_CHECK(cublasSetStream(blas, stream));
+    }
+    return blas;
+  }
+};
+
+inline cublasOperation_t cublas_op(bool transposed) { return transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+inline int cublas_int(index_t v, const char* what) {
+  if (v < 0 || v > INT_MAX)
+    throw cuda_error(std::string("luminal: cuda gemm: ") + what + " = " + std::to_string(v) +
+                     " does not fit cuBLAS's 32-bit int");
+  return int(v);
+}
+
+}  // namespace detail
+
+/// Runs programs on the current CUDA device: `compile<cuda>(y)`. Each program (and each
+/// parameter_store) owns one stream; kernels and GEMMs on it are asynchronous, and copies
+/// to or from the host wait for it, so results are always complete when they are read.
+/// With Graphs, a program's kernels are captured once per set of buffers and extents into
+/// a CUDA Graph and replayed with one launch (see cuda_graph).
+template <bool Graphs>
+struct basic_cuda {
+  static constexpr bool host_accessible = false;
+  static constexpr const char* name = "cuda";
+  static constexpr bool graphs = Graphs;
+  /// Reductions over at least this many elements use a block per output (shared-memory
+  /// tree); shorter ones one thread per output, which keeps neighbouring threads on
+  /// neighbouring memory when the reduced axis is not the last.
+  static constexpr index_t block_reduce_from = 128;
+  /// Graphs kept per program (a training step alternates between two buffer sets).
+  static constexpr std::size_t graph_cache = 4;
+
+  /// CUDA devices this process can use; 0 without a GPU or driver (never throws).
+  static int device_count() noexcept {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no device" error
+      return 0;
+    }
+    return n;
+  }
+
+  void* allocate(std::size_t bytes) {
+    state();  // the device must work before memory is handed out
+    void* p = nullptr;
+    LUMINAL_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));
+    return p;
+  }
+  /// Waits for all streams first: memory of a parameter_store may be in use by a
+  /// program's stream. Errors are ignored (this runs in destructors, also at exit).
+  void deallocate(void* p) noexcept {
+    if (!p) return;
+    cudaDeviceSynchronize();
+    cudaFree(p);
+  }
+  /// Copies wait for the stream: the source may be reused and the result read at once.
+  void to_device(void* dst, const void* src, std::size_t bytes) {
+    if (bytes == 0) return;
+    auto& s = state();
+    LUMINAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.stream));
+    LUMINAL_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    s.bytes_to_device += bytes;
+  }
+  void to_host(void* dst, const void* src, std::size_t bytes) {
+    if (bytes == 0) return;
+    auto& s = state();
+    LUMINAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s.stream));
+    LUMINAL_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    s.bytes_to_host += bytes;
+  }
+
+  /// Launches body over [0, n) on the stream, one index per thread; does not wait.
+  template <class Body>
+  void parallel_for(index_t n, const Body& body) {
+    if (n <= 0) return;
+    auto& s = state();
+    // The kernel's type must stay small (cuda/flat.hpp), and deduced: nvcc would spell a
+    // named `flatten<Body>::type` through Body.
+    detail::for_each_kernel<<<grid(n, s), detail::cuda_block, 0, s.stream>>>(flat::flatten<Body>::convert(body), n);
+    LUMINAL_CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// A reduction of `outputs` values over `extent` elements each (kernels.hpp's
+  /// reduce_body): block-level for long axes, one thread per output for short ones.
+  template <class Body>
+  void parallel_reduce(index_t outputs, index_t extent, const Body& body) {
+    if (outputs <= 0) return;
+    if (extent < block_reduce_from) return parallel_for(outputs, body);
+    auto& s = state();
+    index_t blocks = std::min<index_t>(outputs, index_t(s.multiprocessors) * 64);
+    detail::block_reduce_kernel<<<unsigned(blocks), detail::cuda_block, 0, s.stream>>>(
+        flat::flatten<Body>::convert(body), outputs, extent);
+    LUMINAL_CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// Row-major C = op(A) op(B) through column-major cuBLAS: C^T = op(B)^T op(A)^T, i.e.
+  /// the operands swap and each row-major matrix is read as its column-major transpose.
+  void gemm(bool ta, bool tb, index_t m, index_t n, index_t k, const float* a, index_t lda, const float* b,
+            index_t ldb, float* c, index_t ldc) {
+    const float one = 1, zero = 0;
+    LUMINAL_CUBLAS_CHECK(cublasSgemm(state().handle(), detail::cublas_op(tb), detail::cublas_op(ta),
+                                     detail::cublas_int(n, "n"), detail::cublas_int(m, "m"), detail::cublas_int(k, "k"),
+                                     &one, b, detail::cublas_int(ldb, "ldb"), a, detail::cublas_int(lda, "lda"), &zero,
+                                     c, detail::cublas_int(ldc, "ldc")));
+  }
+  void gemm(bool ta, bool tb, index_t m, index_t n, index_t k, const double* a, index_t lda, const double* b,
+            index_t ldb, double* c, index_t ldc) {
+    const double one = 1, zero = 0;
+    LUMINAL_CUBLAS_CHECK(cublasDgemm(state().handle(), detail::cublas_op(tb), detail::cublas_op(ta),
+                                     detail::cublas_int(n, "n"), detail::cublas_int(m, "m"), detail::cublas_int(k, "k"),
+                                     &one, b, detail::cublas_int(ldb, "ldb"), a, detail::cublas_int(lda, "lda"), &zero,
+                                     c, detail::cublas_int(ldc, "ldc")));
+  }
+  /// `batches` GEMMs whose operands lie at fixed strides (0: the same matrix every time).
+  void gemm_strided_batched(bool ta, bool tb, index_t m, index_t n, index_t k, const float* a, index_t lda,
+                            index_t stride_a, const float* b, index_t ldb, index_t stride_b, float* c, index_t ldc,
+                            index_t stride_c, index_t batches) {
+    const float one = 1, zero = 0;
+    LUMINAL_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        state().handle(), detail::cublas_op(tb), detail::cublas_op(ta), detail::cublas_int(n, "n"),
+        detail::cublas_int(m, "m"), detail::cublas_int(k, "k"), &one, b, detail::cublas_int(ldb, "ldb"), stride_b, a,
+        detail::cublas_int(lda, "lda"), stride_a, &zero, c, detail::cublas_int(ldc, "ldc"), stride_c,
+        detail::cublas_int(batches, "batches")));
+  }
+  void gemm_strided_batched(bool ta, bool tb, index_t m, index_t n, index_t k, const double* a, index_t lda,
+                            index_t stride_a, const double* b, index_t ldb, index_t stride_b, double* c, index_t ldc,
+                            index_t stride_c, index_t batches) {
+    const double one = 1, zero = 0;
+    LUMINAL_CUBLAS_CHECK(cublasDgemmStridedBatched(
+        state().handle(), detail::cublas_op(tb), detail::cublas_op(ta), detail::cublas_int(n, "n"),
+        detail::cublas_int(m, "m"), detail::cublas_int(k, "k"), &one, b, detail::cublas_int(ldb, "ldb"), stride_b, a,
+        detail::cublas_int(lda, "lda"), stride_a, &zero, c, detail::cublas_int(ldc, "ldc"), stride_c,
+        detail::cublas_int(batches, "batches")));
+  }
+
+  /// Runs `launches` (a program's kernels; they must only launch work on this stream).
+  /// With Graphs, the first call for a key runs them directly (a warm-up: cuBLAS and the
+  /// driver set themselves up outside any capture), the second captures them into a CUDA
+  /// Graph, and that and every later call launch the graph: one launch per run. `key` must
+  /// hold every value the launches depend on (program.hpp passes the buffer addresses and
+  /// the extents). Rerunning a program's kernels is harmless: each reads only inputs and
+  /// what earlier kernels of the same run wrote.
+  template <class F>
+  void launch(std::span<const std::byte> key, F&& launches) {
+    if constexpr (!Graphs) {
+      launches();
+    } else {
+      auto& s = state();
+      auto hit = std::find_if(s.graphs.begin(), s.graphs.end(), [&](const auto& g) {
+        return g.key.size() == key.size() && std::memcmp(g.key.data(), key.data(), key.size()) == 0;
+      });
+      if (hit == s.graphs.end()) {
+        if (s.graphs.size() == graph_cache) {
+          if (s.graphs.front().exec) cudaGraphExecDestroy(s.graphs.front().exec);
+          s.graphs.erase(s.graphs.begin());
+        }
+        s.graphs.push_back({std::vector<std::byte>(key.begin(), key.end()), nullptr});
+        launches();  // first sight: warm-up, uncaptured
+        return;
+      }
+      if (hit != s.graphs.end() - 1) std::rotate(hit, hit + 1, s.graphs.end());  // most recently used last
+      auto& entry = s.graphs.back();
+      if (!entry.exec) {
+        s.handle();  // cuBLAS is set up before the capture, never inside it
+        entry.exec = capture(s, launches);
+        ++s.graph_captures;
+      }
+      LUMINAL_CUDA_CHECK(cudaGraphLaunch(entry.exec, s.stream));
+      ++s.graph_launches;
+    }
+  }
+
+  /// Waits for everything launched on this backend's stream.
+  void synchronize() {
+    if (state_) LUMINAL_CUDA_CHECK(cudaStreamSynchronize(state_->stream));
+  }
+  /// The stream kernels run on (created on first use).
+  cudaStream_t stream() { return state().stream; }
+
+  /// Bytes copied host -> device and device -> host through this backend object so far.
+  std::size_t bytes_to_device() const { return state_ ? state_->bytes_to_device : 0; }
+  std::size_t bytes_to_host() const { return state_ ? state_->bytes_to_host : 0; }
+  /// Graphs captured and graph launches so far (cuda_graph).
+  std::size_t graph_captures() const { return state_ ? state_->graph_captures : 0; }
+  std::size_t graph_launches() const { return state_ ? state_->graph_launches : 0; }
+
+ private:
+  // Created at first use, so that building a program type or listing tests touches no GPU.
+  detail::cuda_state& state() {
+    if (!state_) state_ = std::make_shared<detail::cuda_state>();
+    return *state_;
+  }
+  static unsigned grid(index_t n, const detail::cuda_state& s) {
+    index_t blocks = (n + detail::cuda_block - 1) / detail::cuda_block;
+    return unsigned(std::min<index_t>(blocks, index_t(s.multiprocessors) * 32));  // grid-stride beyond
+  }
+  template <class F>
+  static cudaGraphExec_t capture(detail::cuda_state& s, F& launches) {
+    LUMINAL_CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      launches();
+    } catch (...) {
+      cudaStreamEndCapture(s.stream, &graph);  // ends the capture; the error is the one thrown
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    LUMINAL_CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t status = cudaGraphInstantiate(&exec, graph, 0ull);
+    cudaGraphDestroy(graph);
+    LUMINAL_CUDA_CHECK(status);
+    return exec;
+  }
+
+  std::shared_ptr<detail::cuda_state> state_;
+};
+
+/// Kernels and cuBLAS launched one by one on the program's stream.
+using cuda = basic_cuda<false>;
+/// The same, captured into a CUDA Graph per set of buffers and extents and replayed: a
+/// compiled training step is one graph launch. Per-kernel profiling runs uncaptured.
+using cuda_graph = basic_cuda<true>;
+
+static_assert(backend<cuda>);
+static_assert(backend<cuda_graph>);
+
+}  // namespace luminal
