@@ -26,10 +26,15 @@
 namespace luminal {
 
 namespace detail {
+// By the leaf's role, not a partial specialization on Param<Name, T, S>: nvcc does not
+// deduce the fixed_string placeholder there and would find no parameters at all.
 template <class N>
-struct is_parameter_leaf : std::false_type {};
-template <fixed_string Name, element_type T, shape_type S>
-struct is_parameter_leaf<Param<Name, T, S>> : std::true_type {};
+constexpr bool parameter_leaf() {
+  if constexpr (requires { N::role; }) return N::role == leaf_role::parameter;
+  else return false;
+}
+template <class N>
+struct is_parameter_leaf : std::bool_constant<parameter_leaf<N>()> {};
 
 template <class Prog>
 constexpr bool has_leaf(std::string_view name) {

@@ -4,6 +4,9 @@
 #include <Kokkos_Core.hpp>
 
 #include <luminal/backend.hpp>
+#if defined(__CUDACC__)
+#include "cuda/flat.hpp"  // nvcc (a CUDA Kokkos): kernels over the flat graph copy, see there
+#endif
 
 namespace luminal {
 
@@ -62,12 +65,11 @@ struct kokkos {
   template <class Body>
   void parallel_for(index_t n, const Body& body) {
     if (n <= 0) return;
-    // Host spaces get a few large chunks (tight inner loops); devices one index each.
-    index_t chunk = host_accessible ? std::max<index_t>(1, n / (4 * index_t(ExecSpace().concurrency()))) : 1;
-    index_t chunks = (n + chunk - 1) / chunk;
-    Kokkos::parallel_for("luminal::kernel", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_t>>(0, chunks),
-                         detail::kokkos_chunked<Body>{body, n, chunk});
-    ExecSpace().fence();
+#if defined(__CUDACC__)
+    launch(n, flat::flatten<Body>::convert(body));  // deduced: nvcc must not spell Body
+#else
+    launch(n, body);
+#endif
   }
 
   template <class T>
@@ -79,6 +81,16 @@ struct kokkos {
   }
 
  private:
+  template <class Body>
+  void launch(index_t n, const Body& body) {
+    // Host spaces get a few large chunks (tight inner loops); devices one index each.
+    index_t chunk = host_accessible ? std::max<index_t>(1, n / (4 * index_t(ExecSpace().concurrency()))) : 1;
+    index_t chunks = (n + chunk - 1) / chunk;
+    Kokkos::parallel_for("luminal::kernel", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_t>>(0, chunks),
+                         detail::kokkos_chunked<Body>{body, n, chunk});
+    ExecSpace().fence();
+  }
+
   template <class To, class From>
   static void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
