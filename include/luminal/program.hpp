@@ -139,7 +139,7 @@ class program {
         auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         runner.template run<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>();
         if (profiling_) {
-          if constexpr (requires { backend_.synchronize(); }) backend_.synchronize();  // asynchronous backends
+          wait_for_backend();
           kernel_seconds_[K] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         }
       });
@@ -485,6 +485,13 @@ class program {
     backend_.to_device(dims_device_, dims_.data(), dims_.size() * sizeof(index_t));
     planned_dims_ = dims_;
     planned_ = true;
+  }
+
+  /// Waits for the kernels launched so far where the backend launches asynchronously (a
+  /// GPU), so that profiling times kernels, not launches. (Not inside run()'s lambda:
+  /// nvcc compiles both branches of an if constexpr there.)
+  void wait_for_backend() {
+    if constexpr (requires(B& b) { b.synchronize(); }) backend_.synchronize();
   }
 
   void require_ran() const {
