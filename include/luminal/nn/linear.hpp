@@ -31,6 +31,15 @@ struct module_input_rank {
 
 namespace luminal::nn {
 
+namespace detail {
+/// Shape S with its last extent replaced by Last.
+template <class S, std::int64_t Last>
+constexpr auto with_last_extent() {
+  return [&]<std::size_t... K>(std::index_sequence<K...>) { return Shape<S::dims[K]..., Dim{Last}>{}; }(
+      std::make_index_sequence<S::rank - 1>{});
+}
+}  // namespace detail
+
 /// y = x W^T + b over the last axis, as torch.nn.Linear(In, Out, bias): weight [Out, In],
 /// bias [Out]. The transpose is a view the GEMM absorbs. Any leading axes are kept.
 template <fixed_string Prefix, std::int64_t In, std::int64_t Out, bool Bias = true, element_type T = f32>
@@ -57,9 +66,23 @@ struct Linear {
       (void)error::module_input_extent<op_text("Linear"), S::text, -1, In>{};
       return x;
     } else {
+      // Leading axes fold into the GEMM's rows: one [rows, In] x [In, Out] product, whose
+      // weight gradient is one GEMM too (a batched matmul would broadcast the weight over
+      // the batch and sum per-batch gradients).
       auto y = [&] {
-        if constexpr (S::rank == 1) return reshape(matmul(reshape(x, shape<1, In>), transpose(weight)), shape<Out>);
-        else return matmul(x, transpose(weight));
+        if constexpr (S::rank == 1) {
+          return reshape(matmul(reshape(x, shape<1, In>), transpose(weight)), shape<Out>);
+        } else if constexpr (S::rank == 2) {
+          return matmul(x, transpose(weight));
+        } else {
+          constexpr auto leading = [] {
+            Dim rows{1};
+            for (std::size_t k = 0; k + 1 < S::rank; ++k) rows = rows * S::dims[k];
+            return rows;
+          }();
+          return reshape(matmul(reshape(x, shape<leading, In>), transpose(weight)),
+                         detail::with_last_extent<S, Out>());
+        }
       }();
       if constexpr (Bias) return y + bias;
       else return y;

@@ -3,6 +3,7 @@
 #include "composite.hpp"
 #include "iota.hpp"
 #include "reduce.hpp"
+#include "stop_gradient.hpp"
 
 namespace luminal {
 
@@ -50,7 +51,9 @@ constexpr auto variance(X x, Keep... keep) {
 template <int Axis, expression X, class... Keep>
   requires(std::is_same_v<Keep, keepdim_t> && ...)
 constexpr auto logsumexp(X x, Keep...) {
-  auto m = max<Axis>(x, keepdim);
+  // The result does not depend on the shift, so its gradient through the max is zero:
+  // stop_gradient spares the backward pass the max's tie masks and sums.
+  auto m = stop_gradient(max<Axis>(x, keepdim));
   auto shifted = log(sum<Axis>(exp(x - m), keepdim)) + m;
   if constexpr (sizeof...(Keep) > 0) return shifted;
   else return reshape(shifted, shape_t<decltype(max<Axis>(x))>{});
@@ -59,7 +62,7 @@ constexpr auto logsumexp(X x, Keep...) {
 /// Softmax over one axis: exp(x - max) / sum(exp(x - max)).
 template <int Axis, expression X>
 constexpr auto softmax(X x) {
-  auto e = exp(x - max<Axis>(x, keepdim));
+  auto e = exp(x - stop_gradient(max<Axis>(x, keepdim)));  // shift-invariant: see logsumexp
   return e / sum<Axis>(e, keepdim);
 }
 
