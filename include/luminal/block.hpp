@@ -133,6 +133,9 @@ class block final : public block_interface<B> {
   using differentiated = boost::mp11::mp_append<Wrt, parameters>;
   static constexpr std::size_t output_count = boost::mp11::mp_size<Outputs>::value;
   static constexpr std::size_t input_gradient_count = boost::mp11::mp_size<Wrt>::value;
+  static_assert(boost::mp11::mp_size<differentiated>::value > 0,
+                "luminal: compile_block: the block has neither float parameters nor differentiable inputs, "
+                "so it has no backward; compile() it as an ordinary program");
 
  private:
   template <class... W>

@@ -106,7 +106,8 @@ class tape {
   const std::vector<index_t>& shape(tensor t) const { return slot_at(require_tensor(t, "shape")).shape; }
 
   /// Back-propagates from the one-element floating-point `output` (seeded with 1):
-  /// parameters' gradients add into gradients(), variables' into gradient().
+  /// parameters' gradients add into gradients(), variables' into gradient(). A second
+  /// call recomputes the variables' gradients and adds the parameters' once more.
   void backward(tensor output) {
     slot& s = slot_at(require_tensor(output, "backward"));
     if (s.data.size() != dtype_size(s.dtype) || (s.dtype != dtype_tag::f32 && s.dtype != dtype_tag::f64))
@@ -114,6 +115,7 @@ class tape {
                         std::string(dtype_name(s.dtype)) + " " + detail::extents_text(s.shape));
     if (!s.requires_grad)
       throw input_error("luminal: tape::backward: the output depends on no parameter or variable");
+    for (std::size_t i = 0; i < live_slots_; ++i) slots_[i].cotangent.clear();
     s.cotangent.assign(s.data.size(), std::byte{0});
     if (s.dtype == dtype_tag::f32) *reinterpret_cast<float*>(s.cotangent.data()) = 1.0f;
     else *reinterpret_cast<double*>(s.cotangent.data()) = 1.0;
@@ -134,17 +136,25 @@ class tape {
   tensor_store& gradients() { return gradients_; }
   const tensor_store& gradients() const { return gradients_; }
 
-  /// Forgets the values and calls (memory is released), keeping gradients().
+  /// Forgets the values and calls, keeping gradients(). The values' memory is kept for
+  /// the next recording: a training loop that records the same calls every step
+  /// allocates nothing after the first (large buffers would otherwise be returned to the
+  /// system and page-faulted in again every step).
   void clear() {
-    slots_.clear();
+    live_slots_ = 0;
     records_.clear();
+  }
+  /// Releases the memory clear() keeps.
+  void shrink() {
+    slots_.resize(live_slots_);
+    slots_.shrink_to_fit();
   }
 
   std::size_t call_count() const { return records_.size(); }
   /// Bytes of values held: inputs, outputs and the activations kept for backward.
   std::size_t held_bytes() const {
     std::size_t bytes = 0;
-    for (const slot& s : slots_) bytes += s.data.size();
+    for (std::size_t i = 0; i < live_slots_; ++i) bytes += slots_[i].data.size();
     return bytes;
   }
 
@@ -177,15 +187,16 @@ class tape {
   const call_record& record_at(std::size_t call) const { return records_[call]; }
   const tensor_store& parameters() const { return *parameters_; }
   int new_slot(dtype_tag dtype, std::span<const index_t> shape, bool requires_grad) {
-    slot s;
+    if (live_slots_ == slots_.size()) slots_.emplace_back();
+    slot& s = slots_[live_slots_];
     s.dtype = dtype;
     s.shape.assign(shape.begin(), shape.end());
     std::size_t count = 1;
     for (index_t e : shape) count *= std::size_t(e);
     s.data.resize(count * dtype_size(dtype));
+    s.cotangent.clear();
     s.requires_grad = requires_grad;
-    slots_.push_back(std::move(s));
-    return int(slots_.size() - 1);
+    return int(live_slots_++);
   }
   /// The gradient buffer of parameter `name`, created as zeros on first use.
   std::vector<std::byte>& gradient_buffer(const std::string& name, dtype_tag dtype, std::span<const index_t> shape) {
@@ -201,7 +212,7 @@ class tape {
 
  private:
   int require_tensor(tensor t, const char* what) const {
-    if (t.id < 0 || std::size_t(t.id) >= slots_.size())
+    if (t.id < 0 || std::size_t(t.id) >= live_slots_)
       throw input_error(std::string("luminal: tape: ") + what +
                         " is not a value of this tape (default-constructed, or recorded before clear())");
     return t.id;
@@ -236,7 +247,8 @@ class tape {
 
   const tensor_store* parameters_;
   tensor_store gradients_;
-  std::vector<slot> slots_;
+  std::vector<slot> slots_;  // [0, live_slots_) hold values; the rest are kept buffers
+  std::size_t live_slots_ = 0;
   std::vector<call_record> records_;
 };
 

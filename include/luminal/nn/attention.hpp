@@ -1,6 +1,6 @@
 // Transformer pieces: causal multi-head self-attention, learned position embeddings, the
-// GELU MLP and the pre-norm residual block, as in GPT-2 (and nanoGPT's parameter names:
-// attn.qkv / attn.proj, mlp.fc / mlp.proj, ln1 / ln2).
+// GELU MLP and the pre-norm residual block, as in GPT-2 (parameter names: attn.q / attn.k /
+// attn.v / attn.proj, mlp.fc / mlp.proj, ln1 / ln2).
 //
 //     constexpr Dim Batch{"Batch"}, Seq{"Seq"};
 //     auto x = input<"x", f32>(shape<Batch, Seq, 256>);
@@ -44,15 +44,20 @@ constexpr auto causal_mask() {
 }
 
 /// Multi-head causal self-attention over [batch, seq, D] with Heads heads of D / Heads:
-/// one Linear to q, k, v ("<prefix>.qkv", [3D, D]), softmax(q k^T / sqrt(D / Heads)) over
-/// earlier positions, and an output Linear ("<prefix>.proj", [D, D]).
+/// Linears to q, k and v ("<prefix>.q", ".k", ".v", each [D, D]), softmax(q k^T /
+/// sqrt(D / Heads)) over earlier positions, and an output Linear ("<prefix>.proj").
+/// (Three Linears rather than one packed [3D, D]: the packed one's input gradient is
+/// assembled from three padded slices, an extra pass over 3D values per position.)
 template <fixed_string Prefix, std::int64_t D, std::int64_t Heads, element_type T = f32>
 struct CausalSelfAttention {
   static_assert(Heads >= 1 && D % Heads == 0, "luminal: CausalSelfAttention needs D divisible by Heads");
   static constexpr std::int64_t head_width = D / Heads;
-  Linear<Prefix + ".qkv", D, 3 * D, true, T> qkv;
+  Linear<Prefix + ".q", D, D, true, T> query;
+  Linear<Prefix + ".k", D, D, true, T> key;
+  Linear<Prefix + ".v", D, D, true, T> value;
   Linear<Prefix + ".proj", D, D, true, T> proj;
-  static constexpr auto parameters = std::tuple_cat(decltype(qkv)::parameters, decltype(proj)::parameters);
+  static constexpr auto parameters = std::tuple_cat(decltype(query)::parameters, decltype(key)::parameters,
+                                                    decltype(value)::parameters, decltype(proj)::parameters);
 
   template <expression X>
   constexpr auto operator()(X x) const {
@@ -61,12 +66,11 @@ struct CausalSelfAttention {
     } else {
       using S = shape_t<X>;
       constexpr Dim batch = S::dims[0], seq = S::dims[1];
-      auto packed = qkv(x);
       // [batch, seq, D] -> [batch, heads, seq, head_width]
       auto heads = [](auto part) { return permute<0, 2, 1, 3>(reshape(part, shape<batch, seq, Heads, head_width>)); };
-      auto q = heads(slice<2, 0, D>(packed));
-      auto k = heads(slice<2, D, 2 * D>(packed));
-      auto v = heads(slice<2, 2 * D, 3 * D>(packed));
+      auto q = heads(query(x));
+      auto k = heads(key(x));
+      auto v = heads(value(x));
       constexpr double scale = 1.0 / std::sqrt(double(head_width));  // constexpr std::sqrt: GCC
       auto scores = where(causal_mask<seq>(), matmul(q, transpose(k)) * c<scale>, c<-1e30>);
       auto merged = reshape(permute<0, 2, 1, 3>(matmul(softmax<-1>(scores), v)), shape<batch, seq, D>);
@@ -75,7 +79,9 @@ struct CausalSelfAttention {
   }
 
   void initialize(tensor_store& store, std::uint64_t seed) const {
-    qkv.initialize(store, seed);
+    query.initialize(store, seed);
+    key.initialize(store, seed);
+    value.initialize(store, seed);
     proj.initialize(store, seed);
   }
 };

@@ -12,7 +12,7 @@
 //     opt.step(params, t.gradients());
 //
 // Parameter names follow the torch model in benchmarks/char_gpt.py: wte, wpe, h.<i>.ln1,
-// h.<i>.attn.qkv, h.<i>.attn.proj, h.<i>.ln2, h.<i>.mlp.fc, h.<i>.mlp.proj, ln_f, lm_head.
+// h.<i>.attn.{q,k,v,proj}, h.<i>.ln2, h.<i>.mlp.fc, h.<i>.mlp.proj, ln_f, lm_head.
 #pragma once
 #include <memory>
 #include <string>
