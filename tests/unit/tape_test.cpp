@@ -1,144 +1,25 @@
 // The tape: blocks compiled once and called at run time must give the gradients of the
 // fully static compile of the same model, parameters used by several calls accumulate,
 // loop counts may depend on computed values, and bad calls are refused with a message.
+// The 2-layer GPT is in tape_gpt_test.cpp (a heavy translation unit of its own); the
+// comparison that runs on every backend (host, Kokkos, CUDA) in tape_backends_test.cpp.
 #include <luminal/nn.hpp>
-#include <luminal/nn/attention.hpp>
+#include <luminal/grad/parameter_optimizer.hpp>
 #include <luminal/tape.hpp>
+#include <luminal/train.hpp>
 
+#include "tape_support.hpp"
 #include "test_support.hpp"
 
 using namespace luminal;
 
 namespace {
-constexpr Dim Batch{"Batch"}, Seq{"Seq"};
+constexpr Dim Batch{"Batch"};
 
 template <fixed_string P>
 auto residual_layer(auto x) { return x + tanh(nn::Linear<P + ".fc", 8, 8>{}(x)); }
 
-// A 2-layer GPT: token and position embeddings, two pre-norm transformer blocks, a final
-// layer norm and a linear head, trained with cross-entropy on next tokens.
-constexpr std::int64_t vocab = 11, width = 16, heads = 2, max_seq = 8;
-auto tokens = input<"tokens", i32>(shape<Batch, Seq>);
-auto targets = input<"targets", i32>(shape<Batch, Seq>);
-
-auto embed(auto ids) {
-  return nn::PositionEmbedding<"wpe", max_seq, width>{}(nn::Embedding<"wte", vocab, width>{}(ids));
-}
-auto head_loss(auto h, auto labels) {
-  return nn::cross_entropy(nn::Linear<"lm_head", width, vocab>{}(nn::LayerNorm<"ln_f", width>{}(h)), labels);
-}
-
-tensor_store gpt_parameters(int layers) {
-  tensor_store params;
-  nn::Embedding<"wte", vocab, width>{}.initialize(params, 1);
-  nn::PositionEmbedding<"wpe", max_seq, width>{}.initialize(params, 2);
-  nn::LayerNorm<"ln_f", width>{}.initialize(params, 3);
-  nn::Linear<"lm_head", width, vocab>{}.initialize(params, 4);
-  for (int i = 0; i < layers; ++i) {
-    tensor_store one;
-    nn::TransformerBlock<"layer", width, heads>{}.initialize(one, 10 + unsigned(i));
-    for (const auto& [name, entry] : one)
-      params.insert("h." + std::to_string(i) + name.substr(std::string_view("layer").size()), entry);
-  }
-  // LayerNorm starts at ones and zeros; perturb it so that its gradients are exercised.
-  for (const auto& name : params.names()) {
-    auto& e = params.at(name);
-    float* v = reinterpret_cast<float*>(e.data.data());
-    for (std::size_t i = 0; i < e.element_count(); ++i) v[i] += 0.05f * float(std::sin(double(i) + name.size()));
-  }
-  return params;
-}
-
-void require_same_store(const tensor_store& actual, const std::map<std::string, xt::xarray<float>>& expected) {
-  REQUIRE(actual.size() == expected.size());
-  for (const auto& [name, value] : expected) {
-    INFO("parameter " << name);
-    REQUIRE(actual.contains(name));
-    test::require_close(actual.get<float>(name), value, 2e-4, 2e-5);
-  }
-}
 }  // namespace
-
-TEST_CASE("tape: residual layers give the static compile's loss and gradients", "[tape]") {
-  auto x = input<"x", f32>(shape<Batch, 8>);
-  auto labels = input<"labels", i32>(shape<Batch>);
-  auto layer = compile_block<"layer">(residual_layer<"layer">(x), x);
-  auto head = compile_block<"head">(nn::cross_entropy(nn::Linear<"head", 8, 3>{}(x), labels), x);
-  tensor_store params;
-  nn::Linear<"h.0.fc", 8, 8>{}.initialize(params, 1);
-  nn::Linear<"h.1.fc", 8, 8>{}.initialize(params, 2);
-  nn::Linear<"head", 8, 3>{}.initialize(params, 3);
-  auto data = test::random_array<float>({5, 8}, 7);
-  xt::xarray<int> classes = {0, 1, 2, 1, 0};
-
-  // h.0 is used twice: its gradients must be the sum of both calls'.
-  tape<> t(params);
-  auto x0 = t.variable(data);
-  auto h = t.call(*layer, "h.0", {{"x", x0}});
-  h = t.call(*layer, "h.1", {{"x", h}});
-  h = t.call(*layer, "h.0", {{"x", h}});
-  auto loss = t.call(*head, "", {{"x", h}, {"labels", t.constant(classes)}});
-  t.backward(loss);
-  REQUIRE(t.call_count() == 4);
-
-  auto static_loss = nn::cross_entropy(
-      nn::Linear<"head", 8, 3>{}(residual_layer<"h.0">(residual_layer<"h.1">(residual_layer<"h.0">(x)))), labels);
-  using L0 = nn::Linear<"h.0.fc", 8, 8>;
-  using L1 = nn::Linear<"h.1.fc", 8, 8>;
-  using H = nn::Linear<"head", 8, 3>;
-  auto [value, dx, dw0, db0, dw1, db1, dwh, dbh] =
-      value_and_grad(static_loss, x, L0::weight, L0::bias, L1::weight, L1::bias, H::weight, H::bias);
-  auto prog = compile(value, dx, dw0, db0, dw1, db1, dwh, dbh);
-  prog.bind("x", data);
-  prog.bind("labels", classes);
-  for (const auto& name : params.names()) prog.bind(name, params.get<float>(name));
-  prog.run();
-  REQUIRE(t.item<float>(loss) == Approx(prog.output<0>()()).epsilon(1e-6));
-  test::require_close(t.gradient<float>(x0), prog.output<1>(), 1e-5, 1e-6);
-  require_same_store(t.gradients(), {{"h.0.fc.weight", prog.output<2>()}, {"h.0.fc.bias", prog.output<3>()},
-                                     {"h.1.fc.weight", prog.output<4>()}, {"h.1.fc.bias", prog.output<5>()},
-                                     {"head.weight", prog.output<6>()}, {"head.bias", prog.output<7>()}});
-}
-
-TEST_CASE("tape: a 2-layer GPT gives the static compile's loss and gradients", "[tape][gpt]") {
-  auto x = input<"x", f32>(shape<Batch, Seq, width>);
-  auto embedding = compile_block<"embed">(embed(tokens));
-  auto layer = compile_block<"layer">(nn::TransformerBlock<"layer", width, heads>{}(x), x);
-  auto head = compile_block<"head">(head_loss(x, targets), x);
-  // The layer keeps what its backward reads; everything cheap is recomputed.
-  REQUIRE(std::remove_reference_t<decltype(*layer)>::kept_count >= 5);
-
-  const tensor_store params = gpt_parameters(2);
-  auto ids = test::random_ints<int>({3, 7}, 5, 0, int(vocab) - 1);
-  auto next = test::random_ints<int>({3, 7}, 6, 0, int(vocab) - 1);
-
-  tape<> t(params);
-  auto h = t.call(*embedding, "", {{"tokens", t.constant(ids)}});
-  for (int i = 0; i < 2; ++i) h = t.call(*layer, "h." + std::to_string(i), {{"x", h}});
-  auto loss = t.call(*head, "", {{"x", h}, {"targets", t.constant(next)}});
-  t.backward(loss);
-
-  auto model = head_loss(nn::TransformerBlock<"h.1", width, heads>{}(nn::TransformerBlock<"h.0", width, heads>{}(embed(tokens))),
-                         targets);
-  constexpr auto all = std::tuple_cat(nn::Embedding<"wte", vocab, width>::parameters,
-                                      nn::PositionEmbedding<"wpe", max_seq, width>::parameters,
-                                      nn::TransformerBlock<"h.0", width, heads>::parameters,
-                                      nn::TransformerBlock<"h.1", width, heads>::parameters,
-                                      nn::LayerNorm<"ln_f", width>::parameters, nn::Linear<"lm_head", width, vocab>::parameters);
-  auto prog = std::apply([&](auto... p) { return std::apply([](auto... o) { return compile(o...); }, value_and_grad(model, p...)); }, all);
-  prog.bind("tokens", ids);
-  prog.bind("targets", next);
-  for (const auto& name : params.names()) prog.bind(name, params.get<float>(name));
-  prog.run();
-  REQUIRE(t.item<float>(loss) == Approx(prog.output<0>()()).epsilon(1e-5));
-
-  std::map<std::string, xt::xarray<float>> expected;
-  boost::mp11::mp_for_each<boost::mp11::mp_iota_c<std::tuple_size_v<decltype(all)>>>([&](auto I) {
-    using P = std::remove_cvref_t<std::tuple_element_t<I, decltype(all)>>;
-    expected[std::string(P::name.view())] = prog.template output<1 + I>();
-  });
-  require_same_store(t.gradients(), expected);
-}
 
 TEST_CASE("tape: a loop whose trip count depends on computed values matches finite differences", "[tape]") {
   // x <- x + 0.5 tanh(x w^T) until the mean of x passes 2 (or 50 steps): how many steps
@@ -203,4 +84,74 @@ TEST_CASE("tape: calls with missing or mismatched parameters and inputs are refu
   REQUIRE_THROWS_WITH(t.backward(y), Catch::Contains("one-element"));
   t.clear();
   REQUIRE_THROWS_WITH(t.value<float>(y), Catch::Contains("not a value of this tape"));
+}
+
+TEST_CASE("tape: parameter_optimizer on tape gradients follows compile_train_step", "[tape][optimizer]") {
+  // Three AdamW steps with clipping of the same model, once as one compiled training step
+  // and once as tape calls plus parameter_optimizer: the parameters must agree.
+  auto x = input<"x", f32>(shape<Batch, 8>);
+  auto labels = input<"labels", i32>(shape<Batch>);
+  auto layer = compile_block<"layer">(residual_layer<"layer">(x), x);
+  auto head = compile_block<"head">(nn::cross_entropy(nn::Linear<"head", 8, 3>{}(x), labels), x);
+  tensor_store params;
+  nn::Linear<"h.0.fc", 8, 8>{}.initialize(params, 4);
+  nn::Linear<"head", 8, 3>{}.initialize(params, 5);
+  auto data = test::random_array<float>({6, 8}, 9);
+  xt::xarray<int> classes = {0, 1, 2, 1, 0, 2};
+
+  auto step = compile_train_step<host, retention_policy::store_all, gradient_clipping::global_norm>(
+      nn::cross_entropy(nn::Linear<"head", 8, 3>{}(residual_layer<"h.0">(x)), labels), adamw{.lr = 0.05f});
+  step.max_grad_norm = 0.5;
+  step.store().assign(params);
+  step.bind("x", data);
+  step.bind("labels", classes);
+
+  parameter_optimizer<adamw> optimizer({.lr = 0.05f});
+  optimizer.max_grad_norm = 0.5;
+  tape<> t(params);
+  for (int k = 0; k < 3; ++k) {
+    float expected_loss = step.run();
+    t.clear();
+    auto h = t.call(*layer, "h.0", {{"x", t.constant(data)}});
+    auto loss = t.call(*head, "", {{"x", h}, {"labels", t.constant(classes)}});
+    REQUIRE(t.item<float>(loss) == Approx(expected_loss).epsilon(1e-5));
+    t.backward(loss);
+    optimizer.step(params, t.gradients());
+    REQUIRE(t.gradients().empty());  // step() consumed them
+  }
+  REQUIRE(optimizer.step_count() == 3);
+  tensor_store trained = step.state();
+  for (const auto& name : params.names()) {
+    INFO("parameter " << name);
+    test::require_close(params.get<float>(name), trained.get<float>(name), 1e-4, 1e-6);
+  }
+  tensor_store state = optimizer.state();
+  REQUIRE(state.contains("optimizer.exp_avg.h.0.fc.weight"));
+  test::require_close(state.get<float>("optimizer.exp_avg_sq.head.bias"), trained.get<float>("optimizer.exp_avg_sq.head.bias"),
+                      1e-4, 1e-9);
+}
+
+TEST_CASE("tape: recording again after clear() reuses memory and gives the same gradients", "[tape]") {
+  auto x = input<"x", f32>(shape<Batch, 8>);
+  auto layer = compile_block<"layer">(residual_layer<"layer">(x), x);
+  auto objective = compile_block<"">(mean(square(x)), x);
+  tensor_store params;
+  nn::Linear<"h.0.fc", 8, 8>{}.initialize(params, 1);
+  tape<> t(params);
+  std::vector<xt::xarray<float>> seen;
+  std::size_t held = 0;
+  for (int round = 0; round < 2; ++round) {
+    t.clear();
+    t.gradients().clear();
+    auto v = t.variable(test::random_array<float>({3, 8}, 2));
+    auto y = t.call(*objective, "", {{"x", t.call(*layer, "h.0", {{"x", v}})}});
+    t.backward(y);
+    t.backward(y);  // again: variables' gradients are recomputed, parameters' added twice
+    seen.push_back(t.gradient<float>(v));
+    seen.push_back(t.gradients().get<float>("h.0.fc.weight"));
+    if (round == 0) held = t.held_bytes();
+    else REQUIRE(t.held_bytes() == held);
+  }
+  test::require_close(seen[2], seen[0], 0, 0);
+  test::require_close(seen[3], seen[1], 0, 0);
 }
