@@ -1,0 +1,81 @@
+// Training throughput (tokens/s) of the character GPT of examples/char_gpt run on the
+// tape: 4 layers, width 256, 4 heads, context 128, AdamW with global-norm clipping, one
+// step = forward, backward and update. The same model in PyTorch eager (char_gpt.py) runs
+// in the same process tree right after, and the ratio is printed.
+//
+//     char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T]
+#include <cstdio>
+#include <iostream>
+#include <luminal/grad/parameter_optimizer.hpp>
+#include <luminal/nn/gpt.hpp>
+#include <random>
+#include <string>
+
+#include "bench_common.hpp"
+
+using namespace luminal;
+
+int main(int argc, char** argv) {
+  int batch = 8, reps = 10, layers = 4, threads = 0;
+  constexpr int context = 128;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    int v = std::atoi(argv[i + 1]);
+    if (a == "--batch") batch = v;
+    else if (a == "--reps") reps = v;
+    else if (a == "--layers") layers = v;
+    else if (a == "--threads") threads = v;
+    else {
+      std::cerr << "usage: char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T]\n";
+      return 2;
+    }
+  }
+  if (batch < 1 || reps < 1 || layers < 1) {
+    std::cerr << "char_gpt_bench: --batch, --reps and --layers must be positive\n";
+    return 2;
+  }
+  if (threads > 0) setenv("LUMINAL_NUM_THREADS", std::to_string(threads).c_str(), 1);
+
+  nn::GPT<256, 256, 4, 256> gpt(layers);
+  tensor_store params = gpt.initial_parameters(1);
+  parameter_optimizer<adamw> optimizer({.lr = 1e-3f});
+  optimizer.max_grad_norm = 1.0;
+  std::mt19937 rng(0);
+  std::uniform_int_distribution<int> byte(0, 255);
+  xt::xarray<int> tokens = xt::xarray<int>::from_shape({std::size_t(batch), std::size_t(context)});
+  xt::xarray<int> targets = tokens;
+  for (auto& v : tokens) v = byte(rng);
+  for (auto& v : targets) v = byte(rng);
+
+  tape<> t(params);
+  std::size_t held = 0;
+  double ms = bench::median_ms(
+      [&] {
+        t.clear();
+        auto loss = gpt.loss(t, tokens, targets);
+        t.backward(loss);
+        held = t.held_bytes();
+        optimizer.step(params, t.gradients());
+      },
+      reps, 2);
+  const double tokens_per_step = double(batch) * context;
+  std::printf("char GPT: %d layers, width 256, 4 heads, context %d, batch %d (%zu MB kept on the tape)\n", layers,
+              context, batch, held >> 20);
+  std::printf("luminal  %9.1f ms/step  %9.0f tokens/s\n", ms, tokens_per_step / (ms / 1e3));
+
+  std::string command;
+  auto torch = bench::run_torch("char_gpt.py",
+                                "--layers " + std::to_string(layers) + " --batch " + std::to_string(batch) +
+                                    " --context " + std::to_string(context) + " --reps " + std::to_string(reps) +
+                                    (threads > 0 ? " --threads " + std::to_string(threads) : ""),
+                                command);
+  if (!torch.count("torch_step_ms")) {
+    std::printf("PyTorch: not measured (%s): %s\n", torch["_status"].c_str(), torch["_output"].c_str());
+    return 0;
+  }
+  const double torch_ms = std::stod(torch["torch_step_ms"]);
+  std::printf("PyTorch  %9.1f ms/step  %9.0f tokens/s  (torch %s, %s threads)\n", torch_ms,
+              tokens_per_step / (torch_ms / 1e3), torch["torch_version"].c_str(), torch["torch_threads"].c_str());
+  std::printf("luminal tokens/s / PyTorch tokens/s = %.2f\n", torch_ms / ms);
+  return 0;
+}
