@@ -164,19 +164,7 @@ class train_step {
     if (states != 0 && states != slot_count - params)
       throw checkpoint_error("luminal: " + origin + " holds the optimizer state of only some parameters (" +
                              std::to_string(states) + " of " + std::to_string(slot_count - params) + " tensors)");
-    std::int64_t steps = 0;
-    if (states != 0) {
-      auto it = values.metadata.find("luminal.step");
-      if (it == values.metadata.end())
-        throw checkpoint_error("luminal: " + origin + " has optimizer state but no step count (luminal.step)");
-      try {
-        std::size_t used = 0;
-        steps = std::stoll(it->second, &used);
-        if (used != it->second.size() || steps < 0) throw std::invalid_argument("");
-      } catch (const std::exception&) {
-        throw checkpoint_error("luminal: " + origin + " has a bad step count '" + it->second + "'");
-      }
-    }
+    const std::int64_t steps = states != 0 ? detail::checkpoint_step_count(values, origin) : 0;
     if (states == 0) zero_state();
     store_.assign(values);
     step_ = steps;

@@ -115,19 +115,7 @@ class parameter_optimizer {
     tensor_store loaded;
     for (const auto& [name, entry] : checkpoint)
       if (name.starts_with("optimizer.")) loaded.insert(name, entry);
-    std::int64_t steps = 0;
-    if (!loaded.empty()) {
-      auto it = checkpoint.metadata.find("luminal.step");
-      if (it == checkpoint.metadata.end())
-        throw checkpoint_error("luminal: the checkpoint has optimizer state but no step count (luminal.step)");
-      try {
-        std::size_t used = 0;
-        steps = std::stoll(it->second, &used);
-        if (used != it->second.size() || steps < 0) throw std::invalid_argument("");
-      } catch (const std::exception&) {
-        throw checkpoint_error("luminal: the checkpoint has a bad step count '" + it->second + "'");
-      }
-    }
+    const std::int64_t steps = loaded.empty() ? 0 : detail::checkpoint_step_count(checkpoint, "the checkpoint");
     state_ = std::move(loaded);
     step_ = steps;
   }

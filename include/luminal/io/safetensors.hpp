@@ -44,6 +44,25 @@ class checkpoint_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+namespace detail {
+/// The step count ("luminal.step") of a checkpoint that holds optimizer state, as
+/// train_step and parameter_optimizer write it. Throws checkpoint_error naming `origin`
+/// when it is missing or not a non-negative integer.
+inline std::int64_t checkpoint_step_count(const tensor_store& values, const std::string& origin) {
+  auto it = values.metadata.find("luminal.step");
+  if (it == values.metadata.end())
+    throw checkpoint_error("luminal: " + origin + " has optimizer state but no step count (luminal.step)");
+  try {
+    std::size_t used = 0;
+    std::int64_t steps = std::stoll(it->second, &used);
+    if (used != it->second.size() || steps < 0) throw std::invalid_argument("");
+    return steps;
+  } catch (const std::exception&) {
+    throw checkpoint_error("luminal: " + origin + " has a bad step count '" + it->second + "'");
+  }
+}
+}  // namespace detail
+
 namespace detail::safetensors {
 
 /// The largest header accepted (the reference implementation's limit too).
