@@ -4,6 +4,10 @@
 // in the same process tree right after, and the ratio is printed.
 //
 //     char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T]
+//
+// benchmarks/cuda/char_gpt_cuda.cu compiles this file with nvcc for luminal::cuda
+// (LUMINAL_BENCH_CUDA): the blocks run on the GPU, and PyTorch runs on it too
+// (char_gpt.py --device cuda). Without a CUDA device that build says so and exits 0.
 #include <cstdio>
 #include <iostream>
 #include <luminal/grad/parameter_optimizer.hpp>
@@ -12,6 +16,13 @@
 #include <string>
 
 #include "bench_common.hpp"
+
+#ifdef LUMINAL_BENCH_CUDA
+#include <luminal/backends/cuda.hpp>
+using bench_backend = luminal::cuda;
+#else
+using bench_backend = luminal::host;
+#endif
 
 using namespace luminal;
 
@@ -35,10 +46,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (threads > 0) setenv("LUMINAL_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  std::string device = "cpu";
+#ifdef LUMINAL_BENCH_CUDA
+  if (cuda::device_count() == 0) {
+    std::printf("char_gpt_cuda: no CUDA device (cudaGetDeviceCount found none): nothing measured\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("GPU: %s\n", prop.name);
+  device = "cuda";
+#endif
 
-  nn::GPT<256, 256, 4, 256> gpt(layers);
+  nn::GPT<256, 256, 4, 256, bench_backend> gpt(layers);
   tensor_store params = gpt.initial_parameters(1);
-  parameter_optimizer<adamw> optimizer({.lr = 1e-3f});
+  parameter_optimizer<adamw, f32, bench_backend> optimizer({.lr = 1e-3f});
   optimizer.max_grad_norm = 1.0;
   std::mt19937 rng(0);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -47,7 +69,7 @@ int main(int argc, char** argv) {
   for (auto& v : tokens) v = byte(rng);
   for (auto& v : targets) v = byte(rng);
 
-  tape<> t(params);
+  tape<bench_backend> t(params);
   std::size_t held = 0;
   double ms = bench::median_ms(
       [&] {
@@ -59,14 +81,15 @@ int main(int argc, char** argv) {
       },
       reps, 2);
   const double tokens_per_step = double(batch) * context;
-  std::printf("char GPT: %d layers, width 256, 4 heads, context %d, batch %d (%zu MB kept on the tape)\n", layers,
-              context, batch, held >> 20);
+  std::printf("char GPT on %s: %d layers, width 256, 4 heads, context %d, batch %d (%zu MB kept on the tape)\n",
+              bench_backend::name, layers, context, batch, held >> 20);
   std::printf("luminal  %9.1f ms/step  %9.0f tokens/s\n", ms, tokens_per_step / (ms / 1e3));
 
   std::string command;
   auto torch = bench::run_torch("char_gpt.py",
                                 "--layers " + std::to_string(layers) + " --batch " + std::to_string(batch) +
                                     " --context " + std::to_string(context) + " --reps " + std::to_string(reps) +
+                                    " --device " + device +
                                     (threads > 0 ? " --threads " + std::to_string(threads) : ""),
                                 command);
   if (!torch.count("torch_step_ms")) {
@@ -74,8 +97,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   const double torch_ms = std::stod(torch["torch_step_ms"]);
-  std::printf("PyTorch  %9.1f ms/step  %9.0f tokens/s  (torch %s, %s threads)\n", torch_ms,
-              tokens_per_step / (torch_ms / 1e3), torch["torch_version"].c_str(), torch["torch_threads"].c_str());
+  std::printf("PyTorch  %9.1f ms/step  %9.0f tokens/s  (torch %s eager on %s, %s threads)\n", torch_ms,
+              tokens_per_step / (torch_ms / 1e3), torch["torch_version"].c_str(), device.c_str(),
+              torch["torch_threads"].c_str());
   std::printf("luminal tokens/s / PyTorch tokens/s = %.2f\n", torch_ms / ms);
   return 0;
 }

@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """The PyTorch side of benchmarks/char_gpt.cpp: training steps of the same character GPT
 (luminal's nn::GPT: token + learned position embeddings, pre-norm blocks of causal
-multi-head attention and a GELU(tanh) MLP, final LayerNorm, linear head), eager, f32, CPU.
+multi-head attention and a GELU(tanh) MLP, final LayerNorm, linear head), eager, f32, on
+the CPU or (--device cuda, for benchmarks/cuda/char_gpt_cuda) the GPU.
 
 A step is zero_grad(set_to_none=True); cross_entropy(model(tokens), targets).backward();
-clip_grad_norm_(1.0); AdamW.step(). Prints lines the C++ driver parses:
+clip_grad_norm_(1.0); AdamW.step(); loss.item(), which waits for the GPU. Prints lines the C++ driver parses:
 
     torch_version <v>
     torch_threads <n>
     torch_step_ms      <median milliseconds per step>
     torch_tokens_per_s <batch * context / median step seconds>
 
-If torch cannot be imported it prints `torch_unavailable <reason>` and exits 0.
+If torch cannot be imported, or has no CUDA device when asked for one, it prints
+`torch_unavailable <reason>` and exits 0.
 Alone: python3 benchmarks/char_gpt.py --layers 4 --width 256 --heads 4 --context 128 --batch 8
 """
 import argparse
@@ -42,7 +44,7 @@ class Attention(nn.Module):
         b, t, d = x.shape
         q, k, v = (z(x).view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (self.q, self.k, self.v))
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         scores = scores.masked_fill(~mask, -1e30)
         y = torch.softmax(scores, dim=-1) @ v
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
@@ -71,7 +73,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(width, vocab)
 
     def forward(self, tokens):
-        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1], device=tokens.device))
         for block in self.h:
             x = block(x)
         return self.lm_head(self.ln_f(x))
@@ -89,14 +91,18 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"torch_unavailable torch {torch.__version__} has no CUDA device")
+        return 0
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = GPT(args.vocab, args.width, args.heads, args.layers, args.max_context)
+    model = GPT(args.vocab, args.width, args.heads, args.layers, args.max_context).to(args.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    tokens = torch.randint(0, args.vocab, (args.batch, args.context))
-    targets = torch.randint(0, args.vocab, (args.batch, args.context))
+    tokens = torch.randint(0, args.vocab, (args.batch, args.context), device=args.device)
+    targets = torch.randint(0, args.vocab, (args.batch, args.context), device=args.device)
 
     def step():
         optimizer.zero_grad(set_to_none=True)

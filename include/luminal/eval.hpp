@@ -82,8 +82,12 @@ struct evaluator {
       }
       return at<Table>(ctx, row * inner + i % inner);
     } else if constexpr (N::kind == op_kind::iota) {
+      // One division where the axis is the first or the last (a causal mask's two iotas).
+      constexpr std::size_t axis = N::op::axis, rank = N::shape::rank;
       auto d = dims<N>(ctx);
-      return static_cast<T>((i / detail::inner_size(d, N::op::axis)) % d[N::op::axis]);
+      if constexpr (axis + 1 == rank) return static_cast<T>(i % d[axis]);
+      else if constexpr (axis == 0) return static_cast<T>(i / detail::inner_size(d, 0));
+      else return static_cast<T>((i / detail::inner_size(d, axis)) % d[axis]);
     } else {
       static_assert(N::kind == op_kind::input, "luminal: internal error: a reduce or matmul was not stored");
       return T{};

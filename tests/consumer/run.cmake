@@ -2,6 +2,8 @@
 # configure + build tests/consumer against it with find_package(luminal), run the app.
 #   -DBUILD_DIR=<luminal build tree> -DCONSUMER_SOURCE_DIR=<tests/consumer>
 #   [-DCONFIG=<cfg>] [-DCXX_COMPILER=<c++>] [-DGENERATOR=<generator>]
+#   [-DCUDA_COMPILER=<nvcc> -DCUDA_ARCHITECTURES=<archs>]: also build and run app_cuda
+#   against luminal::cuda, with the nvcc host-compiler wrapper from the install
 foreach(var BUILD_DIR CONSUMER_SOURCE_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run.cmake: -D${var}=... is required")
@@ -44,6 +46,13 @@ endif()
 if(CXX_COMPILER)
   list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
 endif()
+if(CUDA_COMPILER)
+  # Comma-separated here (one -D of the test's command line); an escaped list for CMake.
+  string(REPLACE "," "\\;" cuda_architectures "${CUDA_ARCHITECTURES}")
+  list(APPEND configure_args -DCONSUMER_CUDA=ON "-DCMAKE_CUDA_COMPILER=${CUDA_COMPILER}"
+    "-DCMAKE_CUDA_ARCHITECTURES=${cuda_architectures}"
+    "-DCMAKE_CUDA_HOST_COMPILER=${prefix}/share/luminal/nvcc-host/g++")
+endif()
 step("configure the consumer" "${CMAKE_COMMAND}" ${configure_args})
 
 # It must have found the installed package, not something else.
@@ -69,5 +78,16 @@ step("run ${app}" "${app}")
 message("${step_output}")
 if(NOT step_output MATCHES "consumer ok")
   message(FATAL_ERROR "install.consumer: the app did not print 'consumer ok'")
+endif()
+if(CUDA_COMPILER)
+  set(app_cuda "${consumer_build}/app_cuda")
+  if(NOT EXISTS "${app_cuda}" AND EXISTS "${consumer_build}/${CONFIG}/app_cuda")
+    set(app_cuda "${consumer_build}/${CONFIG}/app_cuda")
+  endif()
+  step("run ${app_cuda}" "${app_cuda}")
+  message("${step_output}")
+  if(NOT step_output MATCHES "consumer cuda( ok|: no CUDA device)")
+    message(FATAL_ERROR "install.consumer: app_cuda printed neither 'consumer cuda ok' nor that there is no GPU")
+  endif()
 endif()
 message(STATUS "install.consumer: passed")

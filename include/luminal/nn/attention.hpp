@@ -35,6 +35,18 @@ constexpr bool sequence_input(const char* module_name) {
   (void)module_name;
   return true;
 }
+
+/// sqrt(x) for x > 0 at compile time, by Newton's method (std::sqrt is constexpr in GCC
+/// but not in nvcc's front end).
+consteval double constant_sqrt(double x) {
+  double root = x > 1 ? x : 1.0;
+  for (int i = 0; i < 100; ++i) {
+    double next = 0.5 * (root + x / root);
+    if (next == root) break;
+    root = next;
+  }
+  return root;
+}
 }  // namespace detail
 
 /// True where key position <= query position, for scores [..., Seq, Seq].
@@ -59,6 +71,13 @@ struct CausalSelfAttention {
   static constexpr auto parameters = std::tuple_cat(decltype(query)::parameters, decltype(key)::parameters,
                                                     decltype(value)::parameters, decltype(proj)::parameters);
 
+  /// [batch, seq, D] -> [batch, heads, seq, head_width]. (A member, not a lambda: nvcc
+  /// does not let a lambda name the enclosing function's constexpr locals.)
+  template <Dim Batch, Dim Seq, expression X>
+  static constexpr auto split_heads(X part) {
+    return permute<0, 2, 1, 3>(reshape(part, shape<Batch, Seq, Heads, head_width>));
+  }
+
   template <expression X>
   constexpr auto operator()(X x) const {
     if constexpr (!detail::sequence_input<X, D>("CausalSelfAttention")) {
@@ -66,12 +85,10 @@ struct CausalSelfAttention {
     } else {
       using S = shape_t<X>;
       constexpr Dim batch = S::dims[0], seq = S::dims[1];
-      // [batch, seq, D] -> [batch, heads, seq, head_width]
-      auto heads = [](auto part) { return permute<0, 2, 1, 3>(reshape(part, shape<batch, seq, Heads, head_width>)); };
-      auto q = heads(query(x));
-      auto k = heads(key(x));
-      auto v = heads(value(x));
-      constexpr double scale = 1.0 / std::sqrt(double(head_width));  // constexpr std::sqrt: GCC
+      auto q = split_heads<batch, seq>(query(x));
+      auto k = split_heads<batch, seq>(key(x));
+      auto v = split_heads<batch, seq>(value(x));
+      constexpr double scale = 1.0 / detail::constant_sqrt(double(head_width));
       auto scores = where(causal_mask<seq>(), matmul(q, transpose(k)) * c<scale>, c<-1e30>);
       auto merged = reshape(permute<0, 2, 1, 3>(matmul(softmax<-1>(scores), v)), shape<batch, seq, D>);
       return proj(merged);

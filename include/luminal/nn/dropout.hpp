@@ -23,12 +23,10 @@ constexpr auto flat_index(Acc acc) {
   if constexpr (K >= S::rank) {
     return acc;
   } else {
+    // No lambda here: nvcc does not let one read the enclosing function's constexpr locals.
     constexpr Dim d = S::dims[K];
-    auto scaled = [&] {
-      if constexpr (d.is_static()) return acc * c<double(d.offset)>;
-      else return acc * Extent<d, f64>{};
-    }();
-    return flat_index<S, K + 1>(scaled + iota<int(K), f64>(S{}));
+    if constexpr (d.is_static()) return flat_index<S, K + 1>(acc * c<double(d.offset)> + iota<int(K), f64>(S{}));
+    else return flat_index<S, K + 1>(acc * Extent<d, f64>{} + iota<int(K), f64>(S{}));
   }
 }
 template <shape_type S>

@@ -125,8 +125,11 @@ struct evaluator {
       }
       return at<Table>(ctx, row * inner + i % inner);
     } else if constexpr (N::kind == op_kind::iota) {
+      constexpr std::size_t axis = N::op::axis, rank = N::static_extents::size();
       auto d = dims<Id>(ctx);
-      return static_cast<T>((i / luminal::detail::inner_size(d, N::op::axis)) % d[N::op::axis]);
+      if constexpr (axis + 1 == rank) return static_cast<T>(i % d[axis]);
+      else if constexpr (axis == 0) return static_cast<T>(i / luminal::detail::inner_size(d, 0));
+      else return static_cast<T>((i / luminal::detail::inner_size(d, axis)) % d[axis]);
     } else {
       static_assert(N::kind == op_kind::input, "luminal: internal error: a reduce or matmul was not stored");
       return T{};
