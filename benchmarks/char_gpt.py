@@ -18,9 +18,9 @@ Alone: python3 benchmarks/char_gpt.py --layers 4 --width 256 --heads 4 --context
 """
 import argparse
 import math
-import statistics
 import sys
-import time
+
+from bench_common import median_ms
 
 try:
     import torch
@@ -112,14 +112,7 @@ def main() -> int:
         optimizer.step()
         return loss.item()
 
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.reps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    median = statistics.median(times)
+    median = median_ms(step, args.warmup, args.reps) / 1e3  # seconds
     print(f"torch_version {torch.__version__}")
     print(f"torch_threads {torch.get_num_threads()}")
     print(f"torch_step_ms {median * 1e3:.3f}")

@@ -2,9 +2,9 @@
 same MLP loss (784-512-512-10, ReLU, softmax cross-entropy), eager, f32, CPU.
 Prints `torch_* value` lines that the C++ benchmark reads."""
 import argparse
-import statistics
 import sys
-import time
+
+import bench_common
 
 try:
     import torch
@@ -44,14 +44,7 @@ def manual_model(inputs):
 
 
 def median_ms(step):
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.reps):
-        start = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return bench_common.median_ms(step, args.warmup, args.reps)
 
 
 def forward():

@@ -19,9 +19,9 @@ If torch cannot be imported it prints `torch_unavailable <reason>` and exits 0.
 Run it alone with e.g. `python3 benchmarks/train_step.py --model both --batch 128 --reps 30 --threads 2`.
 """
 import argparse
-import statistics
 import sys
-import time
+
+from bench_common import median_ms
 
 try:
     import torch
@@ -70,15 +70,9 @@ def main() -> int:
             return loss.item()
 
         first = step()
-        for _ in range(args.warmup):
-            step()
-        times = []
-        for _ in range(args.reps):
-            start = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - start) * 1e3)
+        step_ms = median_ms(step, args.warmup, args.reps)
         last = step()
-        print(f"torch_{name}_step_ms {statistics.median(times):.4f}")
+        print(f"torch_{name}_step_ms {step_ms:.4f}")
         print(f"torch_{name}_first_loss {first:.6f}")
         print(f"torch_{name}_last_loss {last:.6f}")
         sys.stdout.flush()

@@ -12,9 +12,11 @@ If torch cannot be imported or has no CUDA device it prints `torch_unavailable <
 and exits 0. Alone: python3 benchmarks/cuda/train_step_cuda.py --batch 128 --reps 50
 """
 import argparse
-import statistics
+import os
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_common import median_ms  # noqa: E402 - benchmarks/bench_common.py
 
 try:
     import torch
@@ -48,15 +50,9 @@ def main() -> int:
         optimizer.step()
         torch.cuda.synchronize()
 
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.reps):
-        start = time.perf_counter()
-        step()
-        times.append(1e3 * (time.perf_counter() - start))
+    step_ms = median_ms(step, args.warmup, args.reps)
     print(f"torch_version {torch.__version__}")
-    print(f"torch_mlp_step_ms {statistics.median(times):.4f}")
+    print(f"torch_mlp_step_ms {step_ms:.4f}")
     return 0
 
 

@@ -12,17 +12,7 @@ using namespace luminal;
 namespace {
 constexpr Dim Batch{"Batch"};
 
-template <class F>
-void require_throws_with(F&& f, const std::string& fragment) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    INFO("message: " << e.what());
-    REQUIRE(std::string(e.what()).find(fragment) != std::string::npos);
-    return;
-  }
-  FAIL("no exception; expected one containing: " + fragment);
-}
+using test::require_throws_with;
 }  // namespace
 
 TEST_CASE("cuda: long reductions run a block per output and match the host", "[cuda]") {

@@ -26,17 +26,7 @@ struct counting_backend : B {
   }
 };
 
-template <class F>
-void require_throws_with(F&& f, const std::string& fragment) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    INFO("message: " << e.what());
-    REQUIRE(std::string(e.what()).find(fragment) != std::string::npos);
-    return;
-  }
-  FAIL("no exception; expected one containing: " + fragment);
-}
+using test::require_throws_with;
 }  // namespace
 
 // nvcc compiles a replaced operator new for the device as well, where it may not throw:

@@ -100,6 +100,19 @@ xt::xarray<double> to_double(const A& a) {
   return apply(a, [](double v) { return v; });
 }
 
+/// Requires f() to throw a std::exception whose message contains `fragment`.
+template <class F>
+void require_throws_with(F&& f, const std::string& fragment) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    INFO("message: " << e.what());
+    REQUIRE(std::string(e.what()).find(fragment) != std::string::npos);
+    return;
+  }
+  FAIL("no exception; expected one containing: " + fragment);
+}
+
 }  // namespace test
 
 // ---- gradient checking ----------------------------------------------------------------
