@@ -70,24 +70,23 @@ endif()
 
 step("build the consumer" "${CMAKE_COMMAND}" --build "${consumer_build}" --config "${CONFIG}")
 
-set(app "${consumer_build}/app")
-if(NOT EXISTS "${app}" AND EXISTS "${consumer_build}/${CONFIG}/app")
-  set(app "${consumer_build}/${CONFIG}/app")  # multi-config generators
-endif()
-step("run ${app}" "${app}")
-message("${step_output}")
-if(NOT step_output MATCHES "consumer ok")
-  message(FATAL_ERROR "install.consumer: the app did not print 'consumer ok'")
-endif()
-if(CUDA_COMPILER)
-  set(app_cuda "${consumer_build}/app_cuda")
-  if(NOT EXISTS "${app_cuda}" AND EXISTS "${consumer_build}/${CONFIG}/app_cuda")
-    set(app_cuda "${consumer_build}/${CONFIG}/app_cuda")
+# Runs the consumer's executable `name` (from a single- or multi-config build tree) and
+# fails with `failure` unless what it prints matches `pattern`.
+function(run_app name pattern failure)
+  set(app "${consumer_build}/${name}")
+  if(NOT EXISTS "${app}" AND EXISTS "${consumer_build}/${CONFIG}/${name}")
+    set(app "${consumer_build}/${CONFIG}/${name}")  # multi-config generators
   endif()
-  step("run ${app_cuda}" "${app_cuda}")
+  step("run ${app}" "${app}")
   message("${step_output}")
-  if(NOT step_output MATCHES "consumer cuda( ok|: no CUDA device)")
-    message(FATAL_ERROR "install.consumer: app_cuda printed neither 'consumer cuda ok' nor that there is no GPU")
+  if(NOT step_output MATCHES "${pattern}")
+    message(FATAL_ERROR "install.consumer: ${failure}")
   endif()
+endfunction()
+
+run_app(app "consumer ok" "the app did not print 'consumer ok'")
+if(CUDA_COMPILER)
+  run_app(app_cuda "consumer cuda( ok|: no CUDA device)"
+    "app_cuda printed neither 'consumer cuda ok' nor that there is no GPU")
 endif()
 message(STATUS "install.consumer: passed")
