@@ -26,9 +26,60 @@ using bench_backend = luminal::host;
 
 using namespace luminal;
 
+// The model lives in a function template, not in main: nvcc's host front end (cudafe++)
+// spends time exponential in a graph's depth on a program type named in non-template code
+// (README, "Compile time under nvcc"), and instantiations reached from a template do not.
+template <class Backend>
+int run_benchmark(int batch, int reps, int layers, int threads, const std::string& device) {
+  constexpr int context = 128;
+  nn::GPT<256, 256, 4, 256, Backend> gpt(layers);
+  tensor_store params = gpt.initial_parameters(1);
+  parameter_optimizer<adamw, f32, Backend> optimizer({.lr = 1e-3f});
+  optimizer.max_grad_norm = 1.0;
+  std::mt19937 rng(0);
+  std::uniform_int_distribution<int> byte(0, 255);
+  xt::xarray<int> tokens = xt::xarray<int>::from_shape({std::size_t(batch), std::size_t(context)});
+  xt::xarray<int> targets = tokens;
+  for (auto& v : tokens) v = byte(rng);
+  for (auto& v : targets) v = byte(rng);
+
+  tape<Backend> t(params);
+  std::size_t held = 0;
+  double ms = bench::median_ms(
+      [&] {
+        t.clear();
+        auto loss = gpt.loss(t, tokens, targets);
+        t.backward(loss);
+        held = t.held_bytes();
+        optimizer.step(params, t.gradients());
+      },
+      reps, 2);
+  const double tokens_per_step = double(batch) * context;
+  std::printf("char GPT on %s: %d layers, width 256, 4 heads, context %d, batch %d (%zu MB kept on the tape)\n",
+              Backend::name, layers, context, batch, held >> 20);
+  std::printf("luminal  %9.1f ms/step  %9.0f tokens/s\n", ms, tokens_per_step / (ms / 1e3));
+
+  std::string command;
+  auto torch = bench::run_torch("char_gpt.py",
+                                "--layers " + std::to_string(layers) + " --batch " + std::to_string(batch) +
+                                    " --context " + std::to_string(context) + " --reps " + std::to_string(reps) +
+                                    " --device " + device +
+                                    (threads > 0 ? " --threads " + std::to_string(threads) : ""),
+                                command);
+  if (!torch.count("torch_step_ms")) {
+    std::printf("PyTorch: not measured (%s): %s\n", torch["_status"].c_str(), torch["_output"].c_str());
+    return 0;
+  }
+  const double torch_ms = std::stod(torch["torch_step_ms"]);
+  std::printf("PyTorch  %9.1f ms/step  %9.0f tokens/s  (torch %s eager on %s, %s threads)\n", torch_ms,
+              tokens_per_step / (torch_ms / 1e3), torch["torch_version"].c_str(), device.c_str(),
+              torch["torch_threads"].c_str());
+  std::printf("luminal tokens/s / PyTorch tokens/s = %.2f\n", torch_ms / ms);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int batch = 8, reps = 10, layers = 4, threads = 0;
-  constexpr int context = 128;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     int v = std::atoi(argv[i + 1]);
@@ -58,48 +109,5 @@ int main(int argc, char** argv) {
   device = "cuda";
 #endif
 
-  nn::GPT<256, 256, 4, 256, bench_backend> gpt(layers);
-  tensor_store params = gpt.initial_parameters(1);
-  parameter_optimizer<adamw, f32, bench_backend> optimizer({.lr = 1e-3f});
-  optimizer.max_grad_norm = 1.0;
-  std::mt19937 rng(0);
-  std::uniform_int_distribution<int> byte(0, 255);
-  xt::xarray<int> tokens = xt::xarray<int>::from_shape({std::size_t(batch), std::size_t(context)});
-  xt::xarray<int> targets = tokens;
-  for (auto& v : tokens) v = byte(rng);
-  for (auto& v : targets) v = byte(rng);
-
-  tape<bench_backend> t(params);
-  std::size_t held = 0;
-  double ms = bench::median_ms(
-      [&] {
-        t.clear();
-        auto loss = gpt.loss(t, tokens, targets);
-        t.backward(loss);
-        held = t.held_bytes();
-        optimizer.step(params, t.gradients());
-      },
-      reps, 2);
-  const double tokens_per_step = double(batch) * context;
-  std::printf("char GPT on %s: %d layers, width 256, 4 heads, context %d, batch %d (%zu MB kept on the tape)\n",
-              bench_backend::name, layers, context, batch, held >> 20);
-  std::printf("luminal  %9.1f ms/step  %9.0f tokens/s\n", ms, tokens_per_step / (ms / 1e3));
-
-  std::string command;
-  auto torch = bench::run_torch("char_gpt.py",
-                                "--layers " + std::to_string(layers) + " --batch " + std::to_string(batch) +
-                                    " --context " + std::to_string(context) + " --reps " + std::to_string(reps) +
-                                    " --device " + device +
-                                    (threads > 0 ? " --threads " + std::to_string(threads) : ""),
-                                command);
-  if (!torch.count("torch_step_ms")) {
-    std::printf("PyTorch: not measured (%s): %s\n", torch["_status"].c_str(), torch["_output"].c_str());
-    return 0;
-  }
-  const double torch_ms = std::stod(torch["torch_step_ms"]);
-  std::printf("PyTorch  %9.1f ms/step  %9.0f tokens/s  (torch %s eager on %s, %s threads)\n", torch_ms,
-              tokens_per_step / (torch_ms / 1e3), torch["torch_version"].c_str(), device.c_str(),
-              torch["torch_threads"].c_str());
-  std::printf("luminal tokens/s / PyTorch tokens/s = %.2f\n", torch_ms / ms);
-  return 0;
+  return run_benchmark<bench_backend>(batch, reps, layers, threads, device);
 }

@@ -96,9 +96,16 @@ template <class N, class Kept>
 struct substitute<N, Kept, true> {
   using type = Input<numbered_name<"tape.saved.", std::size_t(position_in<Kept, N>::value)>(), value_t<N>, shape_t<N>>;
 };
-template <class Op, class... C, class Kept>
-struct substitute<Node<Op, C...>, Kept, false> {
+template <class Op, class Kept, class Children>
+struct substitute_children;
+template <class Op, class Kept, class... C>
+struct substitute_children<Op, Kept, boost::mp11::mp_list<C...>> {
   using type = Node<Op, typename substitute<C, Kept>::type...>;
+};
+template <class N, class Kept>
+  requires requires { typename N::op; }
+struct substitute<N, Kept, false> {
+  using type = typename substitute_children<typename N::op, Kept, typename N::children>::type;
 };
 
 template <class N>

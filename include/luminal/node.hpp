@@ -32,17 +32,33 @@ concept expression = std::is_base_of_v<node_base, std::remove_cvref_t<T>>;
 
 /// A computed node: `Op` is a small functor/trait type, the children are node types.
 /// One generic node for every op, as in xtensor's xfunction.
+///
+/// The node is the class nested in `node_of<Op, Children...>` rather than the
+/// specialization itself. A graph that reuses a value (a residual, `x` in `x * tanh(x)`)
+/// spells that value's type once per use, so a depth-d chain of reuses has a type tree of
+/// size 2^d. GCC and Clang share the tree; nvcc's device front end (cicc) walks the
+/// arguments of a template-id, and paid 4x per layer of a gradient graph (README, "Compile
+/// time under nvcc"). A nested class is a name: using it as an argument walks no further.
 template <class Op, class... Children>
-struct Node : node_base {
-  using op = Op;
-  using children = boost::mp11::mp_list<Children...>;
-  // mp_quote lets an op declare `template <class T, class U> using value_type` and still
-  // receive the children's types as a pack.
-  using value_type = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template value_type>,
-                                              typename Children::value_type...>;
-  using shape = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template shape>, typename Children::shape...>;
-  static constexpr op_kind kind = Op::kind;
+struct node_of {
+  struct type : node_base {
+    using op = Op;
+    using children = boost::mp11::mp_list<Children...>;
+    // mp_quote lets an op declare `template <class T, class U> using value_type` and
+    // still receive the children's types as a pack.
+    using value_type = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template value_type>,
+                                                typename Children::value_type...>;
+    using shape = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template shape>, typename Children::shape...>;
+    static constexpr op_kind kind = Op::kind;
+  };
 };
+template <class Op, class... Children>
+using Node = typename node_of<Op, Children...>::type;
+
+/// Whether N is a computed node of op Op (`Node<Op, ...>` cannot be matched by partial
+/// specialization: its children sit in a non-deduced context).
+template <class N, class Op>
+concept node_with_op = requires { typename N::op; } && std::is_same_v<typename N::op, Op>;
 
 /// Whether a leaf is data fed each run (input), trained (parameter), or an optimizer's
 /// state that a training step carries from one step to the next (momentum, moments).

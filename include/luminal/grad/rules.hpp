@@ -78,10 +78,11 @@ namespace detail {
 /// A max over several axes is a chain of one-axis max reductions (reduce.hpp).
 template <class X>
 struct max_link : std::false_type {};
-template <int A, class Y>
-struct max_link<Node<Reduce<fn::MaxReduce, A>, Y>> : std::true_type {
-  static constexpr int axis = A;
-  using input = Y;
+template <class X>
+  requires requires { typename X::op; } && std::is_same_v<typename X::op::functor, fn::MaxReduce>
+struct max_link<X> : std::true_type {
+  static constexpr int axis = X::op::axis;
+  using input = boost::mp11::mp_first<typename X::children>;
 };
 /// For each element of X, how many elements at the bottom of X's max chain tie with it
 /// (reach it as maxima): 1 when X is not a max reduction.

@@ -37,8 +37,13 @@ struct constant_value<Literal<V>> {
   static constexpr bool known = true;
   static constexpr double value = V;
 };
-template <class S, class C>
-struct constant_value<Node<Expand<S>, C>> : constant_value<C> {};
+template <class X>
+inline constexpr bool is_expand_op = false;
+template <class S>
+inline constexpr bool is_expand_op<Expand<S>> = true;
+template <class N>
+  requires requires { typename N::op; } && is_expand_op<typename N::op>
+struct constant_value<N> : constant_value<boost::mp11::mp_first<typename N::children>> {};
 
 template <class X>
 constexpr bool constant_is(double v) {
@@ -50,9 +55,10 @@ template <class F, class X>
 struct operand_of {
   using type = void;
 };
-template <class F, class Y>
-struct operand_of<F, Node<Map<F>, Y>> {
-  using type = Y;
+template <class F, node_with_op<Map<F>> N>
+  requires(boost::mp11::mp_size<typename N::children>::value == 1)
+struct operand_of<F, N> {
+  using type = boost::mp11::mp_first<typename N::children>;
 };
 
 template <class F, class TA, class TB, class S>
