@@ -102,8 +102,7 @@ template <class Op, class Kept, class... C>
 struct substitute_children<Op, Kept, boost::mp11::mp_list<C...>> {
   using type = Node<Op, typename substitute<C, Kept>::type...>;
 };
-template <class N, class Kept>
-  requires requires { typename N::op; }
+template <computed_node N, class Kept>
 struct substitute<N, Kept, false> {
   using type = typename substitute_children<typename N::op, Kept, typename N::children>::type;
 };

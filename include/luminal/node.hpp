@@ -55,10 +55,15 @@ struct node_of {
 template <class Op, class... Children>
 using Node = typename node_of<Op, Children...>::type;
 
-/// Whether N is a computed node of op Op (`Node<Op, ...>` cannot be matched by partial
-/// specialization: its children sit in a non-deduced context).
+/// Whether N is a computed node (`Node<Op, ...>`) rather than a leaf or a constant.
+/// Partial specializations constrain on this and read N::op and N::children: `Node<Op,
+/// C...>` itself cannot be matched, its children sit in a non-deduced context.
+template <class N>
+concept computed_node = requires { typename N::op; };
+
+/// Whether N is a computed node of op Op.
 template <class N, class Op>
-concept node_with_op = requires { typename N::op; } && std::is_same_v<typename N::op, Op>;
+concept node_with_op = computed_node<N> && std::is_same_v<typename N::op, Op>;
 
 /// Whether a leaf is data fed each run (input), trained (parameter), or an optimizer's
 /// state that a training step carries from one step to the next (momentum, moments).

@@ -78,8 +78,8 @@ namespace detail {
 /// A max over several axes is a chain of one-axis max reductions (reduce.hpp).
 template <class X>
 struct max_link : std::false_type {};
-template <class X>
-  requires requires { typename X::op; } && std::is_same_v<typename X::op::functor, fn::MaxReduce>
+template <computed_node X>
+  requires std::is_same_v<typename X::op::functor, fn::MaxReduce>
 struct max_link<X> : std::true_type {
   static constexpr int axis = X::op::axis;
   using input = boost::mp11::mp_first<typename X::children>;

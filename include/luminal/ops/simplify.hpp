@@ -41,8 +41,8 @@ template <class X>
 inline constexpr bool is_expand_op = false;
 template <class S>
 inline constexpr bool is_expand_op<Expand<S>> = true;
-template <class N>
-  requires requires { typename N::op; } && is_expand_op<typename N::op>
+template <computed_node N>
+  requires is_expand_op<typename N::op>
 struct constant_value<N> : constant_value<boost::mp11::mp_first<typename N::children>> {};
 
 template <class X>
