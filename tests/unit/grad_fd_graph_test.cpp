@@ -18,6 +18,14 @@ using test::feeds;
 using test::uniform;
 const auto distinct = test::distinct_values;
 const std::vector<std::size_t> batches{2, 5};
+
+/// Layers of y -> tanh(y w) + y / 2: each layer reads y twice, so the spelled-out type of
+/// layer k names layer 0 2^k times.
+template <int Layers, class Y, class W>
+auto residual_tanh_chain(Y y, W w) {
+  if constexpr (Layers == 0) return y;
+  else return residual_tanh_chain<Layers - 1>(tanh(matmul(y, w)) + y * c<0.5>, w);
+}
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -128,6 +136,16 @@ TEMPLATE_LIST_TEST_CASE("grad fd: fan-out sums the contributions of every use", 
     check_gradients<TestType>(loss, feeds().add("x", uniform({n, 3}, 181)).add("z", distinct({n, 3}, 182)).add("r", uniform({n, 3}, 183)),
                               x, z);
   }
+}
+
+// A gradient graph as deep as a small transformer's: 12 layers that each reuse their
+// input. nvcc once stopped here (its instantiation-depth limit, after time exponential in
+// depth), so that this compiles in luminal_cuda_tests is part of the check.
+TEMPLATE_LIST_TEST_CASE("grad fd: a 12-layer chain that reuses every layer's input", "[grad][fd][deep]", test_backends) {
+  auto x = input<"x", f64>(shape<Batch, 4>);
+  auto w = param<"w", f64>(shape<4, 4>);
+  auto loss = sum(residual_tanh_chain<12>(x, w));
+  check_gradients<TestType>(loss, feeds().add("x", uniform({3, 4}, 184)).add("w", uniform({4, 4}, 185, -0.5, 0.5)), x, w);
 }
 
 // ---------------------------------------------------------------------------------------

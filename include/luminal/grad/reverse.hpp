@@ -29,6 +29,52 @@ inline constexpr auto add_cotangents = [](auto a, auto b) {
 struct edge {
   int parent = -1, position = -1;
 };
+
+template <class Pass, int I, class Consumers>
+struct summed_contributions;
+template <class Pass, int I, int Parent, int Position>
+struct contribution_of;
+
+// A node's cotangent type is a class template that names its parents' cotangent types,
+// not a function whose deduced return type calls its parents' functions. The recursion is
+// as deep as the graph either way, but nvcc's host front end (cudafe++) spent time
+// exponential in depth on the chain of deduced return types (130 s for 8 chain layers
+// reached from main, 7 s now), and its instantiation-depth limit stopped at 10 layers.
+template <class Pass, int I>
+struct cotangent_of {
+  using type = typename std::conditional_t<
+      I == Pass::output_id, std::type_identity<typename Pass::seed>,
+      summed_contributions<Pass, I, std::make_index_sequence<Pass::template consumers<I>.second>>>::type;
+};
+
+template <class Pass, int I, std::size_t... E>
+struct summed_contributions<Pass, I, std::index_sequence<E...>> {
+  using type = decltype(Pass::fold(
+      no_gradient{},
+      typename contribution_of<Pass, I, Pass::template consumers<I>.first[E].parent,
+                               Pass::template consumers<I>.first[E].position>::type{}...));
+};
+
+template <int Position, class Parent, class Child, class G>
+constexpr auto apply_rule(G g) {
+  if constexpr (std::is_same_v<G, no_gradient>) {
+    return no_gradient{};
+  } else {
+    auto c = vjp<typename Parent::op>::template rule<Position, Parent>(g);
+    using C = decltype(c);
+    if constexpr (!std::is_same_v<C, no_gradient>)
+      static_assert(std::is_same_v<shape_t<C>, shape_t<Child>>,
+                    "luminal: internal error: a gradient rule produced the wrong shape");
+    return c;
+  }
+}
+
+template <class Pass, int I, int Parent, int Position>
+struct contribution_of {
+  using type = decltype(apply_rule<Position, boost::mp11::mp_at_c<typename Pass::nodes, Parent>,
+                                   boost::mp11::mp_at_c<typename Pass::nodes, I>>(
+      typename cotangent_of<Pass, Parent>::type{}));
+};
 }  // namespace detail
 
 /// The reverse pass of `Output` seeded with cotangent `Seed` (same shape as Output).
@@ -62,16 +108,10 @@ struct reverse_pass {
     return std::pair{edges, count};
   }();
 
+  using seed = Seed;
+
   template <int I>
-  static constexpr auto cotangent() {
-    if constexpr (I == output_id) {
-      return Seed{};
-    } else {
-      return [&]<std::size_t... E>(std::index_sequence<E...>) {
-        return fold(no_gradient{}, contribution<I, consumers<I>.first[E].parent, consumers<I>.first[E].position>()...);
-      }(std::make_index_sequence<consumers<I>.second>{});
-    }
-  }
+  static constexpr auto cotangent() { return typename detail::cotangent_of<reverse_pass, I>::type{}; }
 
   template <class Acc, class... Rest>
   static constexpr auto fold(Acc acc, Rest... rest) {
@@ -81,24 +121,6 @@ struct reverse_pass {
   template <class Acc, class First, class... Rest>
   static constexpr auto fold_step(Acc acc, First first, Rest... rest) {
     return fold(detail::add_cotangents(acc, first), rest...);
-  }
-
-  template <int I, int Parent, int Position>
-  static constexpr auto contribution() {
-    using P = boost::mp11::mp_at_c<nodes, Parent>;
-    using G = decltype(cotangent<Parent>());
-    if constexpr (std::is_same_v<G, no_gradient>) {
-      return no_gradient{};
-    } else {
-      auto c = vjp<typename P::op>::template rule<Position, P>(G{});
-      using C = decltype(c);
-      if constexpr (!std::is_same_v<C, no_gradient>) {
-        using Child = boost::mp11::mp_at_c<nodes, I>;
-        static_assert(std::is_same_v<shape_t<C>, shape_t<Child>>,
-                      "luminal: internal error: a gradient rule produced the wrong shape");
-      }
-      return c;
-    }
   }
 
   /// The cotangent of leaf W (zeros when the output does not depend on it).
