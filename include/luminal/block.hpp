@@ -100,7 +100,7 @@ template <class Op, class Kept, class Children>
 struct substitute_children;
 template <class Op, class Kept, class... C>
 struct substitute_children<Op, Kept, boost::mp11::mp_list<C...>> {
-  using type = Node<Op, typename substitute<C, Kept>::type...>;
+  using type = typename node_of<Op, typename substitute<C, Kept>::type...>::type;
 };
 template <computed_node N, class Kept>
 struct substitute<N, Kept, false> {

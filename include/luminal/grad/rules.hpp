@@ -143,7 +143,7 @@ struct vjp<Permute<Order...>> {
   template <int K, class N, class G>
   static constexpr auto rule(G) {
     using Inverse = decltype(inverse(std::make_index_sequence<sizeof...(Order)>{}));
-    return Node<Inverse, G>{};
+    return typename node_of<Inverse, G>::type{};
   }
 };
 

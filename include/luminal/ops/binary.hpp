@@ -92,7 +92,7 @@ constexpr auto make_binary(A, B) {
     using S = decltype(broadcast_shapes<shape_t<TA>, shape_t<TB>>());
     using Simpler = decltype(detail::simplify_binary<F, TA, TB, S>());
     if constexpr (!std::is_same_v<Simpler, not_simplified>) return Simpler{};
-    else return Node<Map<F>, decltype(expand(TA{}, S{})), decltype(expand(TB{}, S{}))>{};
+    else return typename node_of<Map<F>, decltype(expand(TA{}, S{})), decltype(expand(TB{}, S{}))>::type{};
   }
 }
 

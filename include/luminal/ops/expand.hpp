@@ -69,7 +69,7 @@ constexpr auto expand(X, Shape<D...> = {}) {
   } else {
     if constexpr (!detail::expand_allowed(In::dims, Out::dims))
       (void)error::cannot_expand<In::text, Out::text>{};
-    return Node<Expand<Out>, std::remove_cvref_t<X>>{};
+    return typename node_of<Expand<Out>, std::remove_cvref_t<X>>::type{};
   }
 }
 

@@ -28,7 +28,7 @@ constexpr auto gather(Table, Index) {
   static_assert(rank_v<Table> >= 1, "luminal: gather needs a table of rank >= 1");
   if constexpr (!std::is_same_v<value_t<Index>, i32>)
     (void)error::index_must_be_integer<dtype_text<value_t<Index>>()>{};
-  return Node<Gather, std::remove_cvref_t<Table>, std::remove_cvref_t<Index>>{};
+  return typename node_of<Gather, std::remove_cvref_t<Table>, std::remove_cvref_t<Index>>::type{};
 }
 
 }  // namespace luminal

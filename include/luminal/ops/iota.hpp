@@ -25,7 +25,7 @@ constexpr auto iota(Shape<D...> = {}) {
     (void)error::axis_out_of_range<S::text, Axis>{};
     return Const<T, T(0)>{};
   } else {
-    return Node<Iota<int(axis), S, T>>{};
+    return typename node_of<Iota<int(axis), S, T>>::type{};
   }
 }
 

@@ -63,7 +63,7 @@ constexpr auto make_unary(X) {
   detail::check_operand_type<F, value_t<X>>();
   using Simpler = decltype(detail::simplify_unary<F, std::remove_cvref_t<X>>());
   if constexpr (!std::is_same_v<Simpler, not_simplified>) return Simpler{};
-  else return Node<Map<F>, std::remove_cvref_t<X>>{};
+  else return typename node_of<Map<F>, std::remove_cvref_t<X>>::type{};
 }
 
 }  // namespace luminal

@@ -62,7 +62,7 @@ constexpr auto matmul(A a, B b) {
     } else {
       using TA = shape_from<detail::with_batch<SA>(rule.dims)>;
       using TB = shape_from<detail::with_batch<SB>(rule.dims)>;
-      return Node<MatMul, decltype(expand(a, TA{})), decltype(expand(b, TB{}))>{};
+      return typename node_of<MatMul, decltype(expand(a, TA{})), decltype(expand(b, TB{}))>::type{};
     }
   }
 }

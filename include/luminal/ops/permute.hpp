@@ -54,7 +54,7 @@ constexpr auto permute(X) {
     (void)error::not_a_permutation<In::text, detail::order_text(order)>{};
     return std::remove_cvref_t<X>{};
   } else {
-    return Node<Permute<Order...>, std::remove_cvref_t<X>>{};
+    return typename node_of<Permute<Order...>, std::remove_cvref_t<X>>::type{};
   }
 }
 
@@ -76,7 +76,7 @@ constexpr auto transpose(X) {
     return std::remove_cvref_t<X>{};
   } else {
     using P = decltype(detail::swapped_permute<R, a, b>(std::make_index_sequence<R>{}));
-    return Node<P, std::remove_cvref_t<X>>{};
+    return typename node_of<P, std::remove_cvref_t<X>>::type{};
   }
 }
 

@@ -58,7 +58,7 @@ constexpr auto reduce_one(X) {
     (void)error::axis_out_of_range<In::text, Axis>{};
     return std::remove_cvref_t<X>{};
   } else {
-    return Node<Reduce<F, int(axis)>, std::remove_cvref_t<X>>{};
+    return typename node_of<Reduce<F, int(axis)>, std::remove_cvref_t<X>>::type{};
   }
 }
 template <class In, int Axis>

@@ -25,7 +25,7 @@ constexpr auto reshape(X, Shape<D...> = {}) {
   } else {
     if constexpr (!same_element_count(In::dims, Out::dims))
       (void)error::reshape_changes_element_count<In::text, Out::text>{};
-    return Node<Reshape<Out>, std::remove_cvref_t<X>>{};
+    return typename node_of<Reshape<Out>, std::remove_cvref_t<X>>::type{};
   }
 }
 

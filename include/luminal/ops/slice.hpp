@@ -79,7 +79,7 @@ constexpr auto slice(X) {
       (void)error::slice_out_of_range<In::text, Axis, Begin, End>{};
       return std::remove_cvref_t<X>{};
     } else {
-      return Node<Slice<int(axis), Begin, End>, std::remove_cvref_t<X>>{};
+      return typename node_of<Slice<int(axis), Begin, End>, std::remove_cvref_t<X>>::type{};
     }
   }
 }
@@ -94,7 +94,7 @@ constexpr auto pad(X) {
     (void)error::axis_out_of_range<In::text, Axis>{};
     return std::remove_cvref_t<X>{};
   } else {
-    return Node<Pad<int(axis), Before, After, Value>, std::remove_cvref_t<X>>{};
+    return typename node_of<Pad<int(axis), Before, After, Value>, std::remove_cvref_t<X>>::type{};
   }
 }
 

@@ -75,7 +75,7 @@ constexpr auto unfold(X) {
     (void)error::unfold_window_too_large<In::text, Axis, Size>{};
     return std::remove_cvref_t<X>{};
   } else {
-    return Node<Unfold<int(axis), Size, Stride>, std::remove_cvref_t<X>>{};
+    return typename node_of<Unfold<int(axis), Size, Stride>, std::remove_cvref_t<X>>::type{};
   }
 }
 

@@ -34,8 +34,8 @@ constexpr auto where(C, A, B) {
       return TA{};
     } else {
       using S = decltype(broadcast_shapes<shape_t<C>, SAB>());
-      return Node<Map<fn::Where>, decltype(expand(std::remove_cvref_t<C>{}, S{})), decltype(expand(TA{}, S{})),
-                  decltype(expand(TB{}, S{}))>{};
+      return typename node_of<Map<fn::Where>, decltype(expand(std::remove_cvref_t<C>{}, S{})), decltype(expand(TA{}, S{})),
+                  decltype(expand(TB{}, S{}))>::type{};
     }
   }
 }
