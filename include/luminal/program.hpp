@@ -4,31 +4,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <cstdio>
 #include <boost/mp11/algorithm.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "arena.hpp"
 #include "backend.hpp"
 #include "dot.hpp"
 #include "eval.hpp"
+#include "exceptions.hpp"
 #include "kernels.hpp"
+#include "profile_report.hpp"
 
 namespace luminal {
-
-/// Bad data at the API edge: unknown or missing input, wrong element type, wrong extent.
-class input_error : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
-
-/// A kernel found bad data while running (a gather index out of range).
-class run_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 template <class N>
 using is_leaf_node = std::bool_constant<N::kind == op_kind::input>;
@@ -231,22 +221,12 @@ class program {
   /// listed separately.
   std::string profile() const {
     std::vector<std::pair<double, std::string>> rows;
-    double total = 0;
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>([&](auto K) {
       std::string label = detail::node_label<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>(" ");
       double ms = profiled_runs_ ? 1e3 * kernel_seconds_[K] / double(profiled_runs_) : 0.0;
-      total += ms;
       rows.emplace_back(ms, "kernel " + std::to_string(K) + ": " + label);
     });
-    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    std::string out = "luminal profile: " + std::to_string(profiled_runs_) + " runs, " + std::to_string(total) +
-                      " ms per run in " + std::to_string(rows.size()) + " kernels\n";
-    for (const auto& [ms, label] : rows) {
-      char figures[64];
-      std::snprintf(figures, sizeof figures, "%10.3f ms %5.1f%%  ", ms, total > 0 ? 100.0 * ms / total : 0.0);
-      out += figures + label + "\n";
-    }
-    return out;
+    return detail::profile_report(std::move(rows), profiled_runs_);
   }
 
   /// Bytes of the buffer arena planned for the current extents (0 before the first run).
@@ -444,44 +424,25 @@ class program {
   /// Places every stored intermediate in one arena: buffers whose lifetimes (producing
   /// kernel .. last reading kernel) overlap get disjoint ranges; largest first.
   void replan() {
-    struct request { int id; std::size_t bytes; int first, last; std::size_t offset; };
-    std::vector<request> requests;
+    std::vector<buffer_request> requests;
     unshared_bytes_ = 0;
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
       using N = boost::mp11::mp_at_c<nodes, I>;
       if constexpr (plan.stored[I] && N::kind != op_kind::input) {
         if (external_[I]) return;
         std::size_t bytes = (element_count(I) * sizeof(value_t<N>) + 63) / 64 * 64;
-        requests.push_back({int(I), bytes, plan.kernel_of[I], plan.last_use[I], 0});
+        requests.push_back({int(I), bytes, plan.kernel_of[I], plan.last_use[I]});
         unshared_bytes_ += bytes;
       }
     });
-    std::vector<request*> order;
-    for (auto& r : requests) order.push_back(&r);
-    std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });
-    std::vector<request*> placed;
-    std::size_t total = 0;
-    for (request* r : order) {
-      std::size_t offset = 0;
-      for (bool moved = true; moved;) {
-        moved = false;
-        for (request* p : placed) {
-          bool overlap_time = !(p->last < r->first || r->last < p->first);
-          bool overlap_space = offset < p->offset + p->bytes && p->offset < offset + r->bytes;
-          if (overlap_time && overlap_space) { offset = p->offset + p->bytes; moved = true; }
-        }
-      }
-      r->offset = offset;
-      placed.push_back(r);
-      total = std::max(total, offset + r->bytes);
-    }
+    std::size_t total = place_in_arena(requests);
     if (total > arena_capacity_) {
       if (arena_) backend_.deallocate(arena_);
       arena_ = backend_.allocate(total);
       arena_capacity_ = total;
     }
     arena_bytes_ = total;
-    for (const request& r : requests) buffers_[r.id] = static_cast<char*>(arena_) + r.offset;
+    for (const buffer_request& r : requests) buffers_[r.id] = static_cast<char*>(arena_) + r.offset;
     backend_.to_device(dims_device_, dims_.data(), dims_.size() * sizeof(index_t));
     planned_dims_ = dims_;
     planned_ = true;

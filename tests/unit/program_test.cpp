@@ -142,6 +142,23 @@ TEMPLATE_LIST_TEST_CASE("buffers whose lifetimes do not overlap share memory", "
   REQUIRE(prog.arena_bytes() <= 2 * 64 * 64 * sizeof(float) + 64);
 }
 
+TEST_CASE("place_in_arena: live-together buffers are disjoint, the others may share", "[plan]") {
+  // kernels: a 0..1, b 1..2 (overlaps a), c 3..4 (overlaps neither), d 0..4 (overlaps all)
+  std::vector<buffer_request> requests{{0, 256, 0, 1}, {1, 128, 1, 2}, {2, 256, 3, 4}, {3, 64, 0, 4}};
+  const std::size_t total = place_in_arena(requests);
+  auto disjoint = [&](int i, int j) {
+    const auto &p = requests[i], &q = requests[j];
+    return p.offset + p.bytes <= q.offset || q.offset + q.bytes <= p.offset;
+  };
+  REQUIRE(disjoint(0, 1));
+  REQUIRE(disjoint(0, 3));
+  REQUIRE(disjoint(1, 3));
+  REQUIRE(disjoint(2, 3));
+  REQUIRE(requests[2].offset == requests[0].offset);  // c reuses a's bytes (largest first)
+  for (const auto& r : requests) REQUIRE(r.offset + r.bytes <= total);
+  REQUIRE(total == 256 + 128 + 64);
+}
+
 TEMPLATE_LIST_TEST_CASE("running again with the same extents allocates nothing", "[program][alloc]", test_backends) {
   using B = counting_backend<TestType>;
   auto x = input<"x", f32>(shape<Batch, 32>);
