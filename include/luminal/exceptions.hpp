@@ -1,4 +1,6 @@
-// The exceptions luminal throws at run time. Compile-time errors are in errors.hpp.
+// The exceptions a program or a tape throws at its API edge. Subsystems with their own
+// failure modes declare theirs beside their code (checkpoint_error, store_error,
+// data_error, cuda_error); compile-time errors are in errors.hpp.
 #pragma once
 #include <stdexcept>
 

@@ -39,7 +39,8 @@ struct contribution_of;
 // not a function whose deduced return type calls its parents' functions. The recursion is
 // as deep as the graph either way, but nvcc's host front end (cudafe++) spent time
 // exponential in depth on the chain of deduced return types (130 s for 8 chain layers
-// reached from main, 7 s now), and its instantiation-depth limit stopped at 10 layers.
+// reached from main, 8.7 s as class templates), and its instantiation-depth limit stopped
+// at 10 layers.
 template <class Pass, int I>
 struct cotangent_of {
   using type = typename std::conditional_t<
@@ -110,9 +111,6 @@ struct reverse_pass {
 
   using seed = Seed;
 
-  template <int I>
-  static constexpr auto cotangent() { return typename detail::cotangent_of<reverse_pass, I>::type{}; }
-
   template <class Acc, class... Rest>
   static constexpr auto fold(Acc acc, Rest... rest) {
     if constexpr (sizeof...(Rest) == 0) return acc;
@@ -135,7 +133,7 @@ struct reverse_pass {
       if constexpr (id >= int(node_count)) {
         return expand(Const<T, T(0)>{}, shape_t<W>{});
       } else {
-        using G = decltype(cotangent<id>());
+        using G = typename detail::cotangent_of<reverse_pass, id>::type;
         if constexpr (std::is_same_v<G, no_gradient>) return expand(Const<T, T(0)>{}, shape_t<W>{});
         else return G{};
       }
