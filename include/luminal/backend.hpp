@@ -18,6 +18,8 @@ struct chunk_body_archetype {
 /// What the planner needs from a backend.
 ///  - allocate / deallocate: device memory (the arena, owned inputs, tables);
 ///  - to_device / to_host: copies at the program's edges;
+///  - device_copy: a copy within the backend's memory (a tape moving a program's output
+///    into its own buffers), complete when it returns, like the two above;
 ///  - parallel_for(n, f): runs f over chunks covering [0, n), returns when done;
 ///  - gemm: row-major C = op(A) op(B) (alpha 1, beta 0) for f32 and f64;
 ///  - host_accessible: whether the host may read device pointers directly (zero-copy).
@@ -28,6 +30,7 @@ concept backend = requires(B& b, const B& cb, void* p, const void* cp, std::size
   b.deallocate(p);
   b.to_device(p, cp, bytes);
   b.to_host(p, cp, bytes);
+  b.device_copy(p, cp, bytes);
   b.parallel_for(n, chunk_body_archetype{});
   b.gemm(false, false, n, n, n, fa, n, fa, n, fc, n);
   b.gemm(false, false, n, n, n, da, n, da, n, dc, n);

@@ -194,14 +194,10 @@ class block final : public block_interface<B> {
   }
 
   /// Runs the forward program for one call and returns the tape slots of kept (outputs
-  /// first). Called by tape::call.
+  /// first), copied into the tape's memory on the device. Called by tape::call.
   std::vector<int> run_forward(tape<B>& recording, std::size_t call) {
     const auto& record = recording.record_at(call);
-    boost::mp11::mp_for_each<typename forward_program::leaves>([&](auto leaf) {
-      using L = decltype(leaf);
-      if constexpr (L::role == leaf_role::parameter) bind_parameter<L>(forward_, recording, record.prefix);
-      else bind_argument<L>(forward_, recording, record);
-    });
+    bind_leaves(forward_, recording, record);
     forward_.run();
     bool requires_grad = boost::mp11::mp_size<parameters>::value > 0;
     boost::mp11::mp_for_each<Wrt>([&](auto leaf) {
@@ -210,111 +206,72 @@ class block final : public block_interface<B> {
     std::vector<int> slots;
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<kept_count>>([&](auto K) {
       using T = value_t<boost::mp11::mp_at_c<kept, K>>;
-      auto shape = forward_.template output_shape<K>();
-      int id = recording.new_slot(dtype_of<T>(), shape, requires_grad);
-      auto& bytes = recording.slot_at(id).data;
-      forward_.template read_output<K>(std::span<T>(reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T)));
+      int id = recording.new_slot(dtype_of<T>(), forward_.template output_shape<K>(), requires_grad);
+      recording.copy_into(id, forward_.template output_data<K>());
       slots.push_back(id);
     });
     return slots;
   }
 
   /// Runs the backward program of a recorded call: adds its inputs' cotangents and its
-  /// parameters' gradients into the tape.
+  /// parameters' gradients into the tape, on the device.
   void run_backward(tape<B>& recording, std::size_t call) override {
     const auto& record = recording.record_at(call);
-    for (std::size_t k = 0; k < output_count; ++k) {
-      auto& out = recording.slot_at(record.kept[k]);
-      if (out.cotangent.empty()) out.cotangent.assign(out.data.size(), std::byte{0});
-    }
-    boost::mp11::mp_for_each<typename backward_program::leaves>([&](auto leaf) {
-      using L = decltype(leaf);
-      constexpr std::string_view name = L::name.view();
-      if constexpr (name.starts_with("tape.cotangent.") || name.starts_with("tape.saved.")) {
-        constexpr std::size_t k = std::size_t(name[name.size() - 3] - '0') * 100 +
-                                  std::size_t(name[name.size() - 2] - '0') * 10 + std::size_t(name[name.size() - 1] - '0');
-        auto& s = recording.slot_at(record.kept[k]);
-        const auto& bytes = name.starts_with("tape.saved.") ? s.data : s.cotangent;
-        bind_bytes<L>(backward_, bytes, s.shape);
-      } else if constexpr (L::role == leaf_role::parameter) {
-        bind_parameter<L>(backward_, recording, record.prefix);
-      } else {
-        bind_argument<L>(backward_, recording, record);
-      }
-    });
+    bind_leaves(backward_, recording, record);
     backward_.run();
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<differentiated>::value>>([&](auto J) {
       using W = boost::mp11::mp_at_c<differentiated, J>;
-      using T = value_t<W>;
-      auto shape = backward_.template output_shape<J>();
+      const auto* incoming = backward_.template output_data<J>();
       if constexpr (J < input_gradient_count) {
         int id = record.argument(W::name.view());
-        if (id < 0 || !recording.slot_at(id).requires_grad) return;
-        auto& target = recording.slot_at(id).cotangent;
-        if (target.empty()) target.assign(recording.slot_at(id).data.size(), std::byte{0});
-        accumulate<J, T>(target);
+        if (id >= 0 && recording.slot_at(id).requires_grad) recording.add_to_cotangent(id, incoming);
       } else {
-        auto& target = recording.gradient_buffer(parameter_name(W::name.view(), record.prefix), dtype_of<T>(), shape);
-        accumulate<J, T>(target);
+        recording.add_to_parameter_gradient(parameter_name(W::name.view(), record.prefix),
+                                            backward_.template output_shape<J>(), incoming);
       }
     });
   }
 
  private:
-  template <std::size_t J, class T>
-  void accumulate(std::vector<std::byte>& target) {
-    const std::size_t count = target.size() / sizeof(T);
-    scratch_.resize(count * sizeof(T));
-    T* incoming = reinterpret_cast<T*>(scratch_.data());
-    backward_.template read_output<J>(std::span<T>(incoming, count));
-    T* sum = reinterpret_cast<T*>(target.data());
-    for (std::size_t i = 0; i < count; ++i) sum[i] += incoming[i];
-  }
-
-  template <class L, class Program>
-  static void bind_bytes(Program& prog, const std::vector<std::byte>& bytes, std::span<const index_t> shape) {
-    using T = value_t<L>;
-    const T* data = reinterpret_cast<const T*>(bytes.data());
-    if constexpr (B::host_accessible) prog.bind_view(L::name.view(), data, shape);
-    else prog.bind(L::name.view(), data, shape);
-  }
-
-  template <class L, class Program>
-  static void bind_parameter(Program& prog, tape<B>& recording, std::string_view call_prefix) {
-    using T = value_t<L>;
-    const std::string name = parameter_name(L::name.view(), call_prefix);
-    const auto& parameters = recording.parameters();
-    if (!parameters.contains(name))
-      throw input_error("luminal: block '" + std::string(Prefix.view()) + "' needs the parameter '" + name +
-                        "' (its leaf '" + std::string(L::name.view()) + "'), which the parameter store does not hold");
-    const auto& entry = parameters.at(name);
-    std::vector<index_t> expected;
-    for (const Dim& d : L::shape::dims) expected.push_back(d.offset);
-    if (entry.dtype != dtype_of<T>() || entry.shape != expected)
-      throw input_error("luminal: parameter '" + name + "' is " + std::string(dtype_name(entry.dtype)) + " " +
-                        detail::extents_text(entry.shape) + " in the store, but block '" + std::string(Prefix.view()) +
-                        "' needs " + std::string(dtype_name<T>()) + " " + to_string(L::shape::dims));
-    bind_bytes<L>(prog, entry.data, entry.shape);
-  }
-
-  template <class L, class Program, class Record>
-  static void bind_argument(Program& prog, tape<B>& recording, const Record& record) {
-    int id = record.argument(L::name.view());
-    if (id < 0)
-      throw input_error("luminal: block '" + std::string(Prefix.view()) + "' needs the input '" +
-                        std::string(L::name.view()) + "', which the call does not pass (it passes " +
-                        record.argument_names() + ")");
-    const auto& s = recording.slot_at(id);
-    if (s.dtype != dtype_of<value_t<L>>())
-      throw input_error("luminal: block '" + std::string(Prefix.view()) + "' input '" + std::string(L::name.view()) +
-                        "' is " + std::string(dtype_name<value_t<L>>()) + ", but the call passes " +
-                        std::string(dtype_name(s.dtype)));
-    bind_bytes<L>(prog, s.data, s.shape);
+  /// Binds every leaf of `prog` for a call: the kept tensors and cotangents the tape
+  /// holds ("tape.saved.NNN", "tape.cotangent.NNN"), parameters and the call's inputs;
+  /// all in place, without copying, except parameters copied in from a host store.
+  template <class Program>
+  void bind_leaves(Program& prog, tape<B>& recording, const typename tape<B>::call_record& record) {
+    boost::mp11::mp_for_each<typename Program::leaves>([&](auto leaf) {
+      using L = decltype(leaf);
+      using T = value_t<L>;
+      constexpr std::string_view name = L::name.view();
+      if constexpr (name.starts_with("tape.cotangent.") || name.starts_with("tape.saved.")) {
+        constexpr std::size_t k = std::size_t(name[name.size() - 3] - '0') * 100 +
+                                  std::size_t(name[name.size() - 2] - '0') * 10 + std::size_t(name[name.size() - 1] - '0');
+        const int id = record.kept[k];
+        const void* data = name.starts_with("tape.saved.") ? recording.slot_at(id).value.data
+                                                            : recording.cotangent_or_zeros(id);
+        prog.bind_device(name, static_cast<const T*>(data), recording.slot_at(id).shape);
+      } else if constexpr (L::role == leaf_role::parameter) {
+        std::vector<index_t> expected;
+        for (const Dim& d : L::shape::dims) expected.push_back(d.offset);
+        recording.template bind_parameter<T>(prog, name, parameter_name(name, record.prefix), expected,
+                                             "block '" + std::string(Prefix.view()) + "'");
+      } else {
+        int id = record.argument(name);
+        if (id < 0)
+          throw input_error("luminal: block '" + std::string(Prefix.view()) + "' needs the input '" +
+                            std::string(name) + "', which the call does not pass (it passes " +
+                            record.argument_names() + ")");
+        const auto& s = recording.slot_at(id);
+        if (s.dtype != dtype_of<T>())
+          throw input_error("luminal: block '" + std::string(Prefix.view()) + "' input '" + std::string(name) +
+                            "' is " + std::string(dtype_name<T>()) + ", but the call passes " +
+                            std::string(dtype_name(s.dtype)));
+        prog.bind_device(name, static_cast<const T*>(s.value.data), s.shape);
+      }
+    });
   }
 
   forward_program forward_;
   backward_program backward_;
-  std::vector<std::byte> scratch_;
 };
 
 /// Compiles a block of outputs (one expression, or a std::tuple of them) for backend B,

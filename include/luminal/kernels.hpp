@@ -2,6 +2,7 @@
 // axis (with the reduced expression fused into its inner loop), and batched GEMM.
 #pragma once
 #include <boost/mp11/algorithm.hpp>
+#include <cstdint>
 
 #include "eval.hpp"
 
@@ -50,6 +51,40 @@ struct fill_zero_body {
     for (index_t i = begin; i < end; ++i) out[i] = T(0);
   }
 };
+
+template <class T>
+struct add_into_body {
+  T* sum;
+  const T* addend;
+  LUMINAL_HD void operator()(index_t begin, index_t end) const {
+    for (index_t i = begin; i < end; ++i) sum[i] += addend[i];
+  }
+};
+
+namespace detail {
+/// Waits for work a backend launched without waiting (CUDA's parallel_for); host and
+/// Kokkos loops return when done.
+template <class B>
+void wait_for(B& backend) {
+  if constexpr (requires { backend.synchronize(); }) backend.synchronize();
+}
+}  // namespace detail
+
+/// Sets `bytes` bytes of backend memory to zero on the backend itself: a GPU's gradients
+/// are zeroed where they live, and no zeros cross from the host.
+template <class B>
+void fill_zero(B& backend, void* data, std::size_t bytes) {
+  if (bytes % 4 == 0) backend.parallel_for(index_t(bytes / 4), fill_zero_body<std::uint32_t>{static_cast<std::uint32_t*>(data)});
+  else backend.parallel_for(index_t(bytes), fill_zero_body<unsigned char>{static_cast<unsigned char*>(data)});
+  detail::wait_for(backend);
+}
+
+/// sum[i] += addend[i] for `count` elements of backend memory, on the backend.
+template <class B, class T>
+void add_into(B& backend, T* sum, const T* addend, std::size_t count) {
+  backend.parallel_for(index_t(count), add_into_body<T>{sum, addend});
+  detail::wait_for(backend);
+}
 
 /// Runs kernels of one program; host-side tables give extents and buffer addresses.
 template <class B, class Layout>

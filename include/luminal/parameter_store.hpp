@@ -43,12 +43,7 @@ class parameter_store {
   parameter_store(parameter_store&& other) noexcept : backend_(std::move(other.backend_)), slots_(std::move(other.slots_)) {
     other.slots_.clear();
   }
-  ~parameter_store() {
-    for (auto& [name, s] : slots_) {
-      backend_.deallocate(s.current);
-      backend_.deallocate(s.next);
-    }
-  }
+  ~parameter_store() { clear(); }
 
   /// Adds a zero-filled tensor; adding an existing name with the same dtype and shape
   /// keeps its values, with another dtype or shape throws store_error.
@@ -66,10 +61,24 @@ class parameter_store {
     for (index_t e : s.shape) count *= std::size_t(e);
     s.bytes = count * dtype_size(dtype);
     s.current = backend_.allocate(s.bytes);
-    s.next = backend_.allocate(s.bytes);
-    std::vector<std::byte> zeros(s.bytes);
-    backend_.to_device(s.current, zeros.data(), s.bytes);  // `next` is written before it is read
+    try {
+      s.next = backend_.allocate(s.bytes);
+      fill_zero(backend_, s.current, s.bytes);  // on the device; `next` is written before it is read
+    } catch (...) {
+      backend_.deallocate(s.current);
+      backend_.deallocate(s.next);
+      throw;
+    }
     return slots_.emplace(std::string(name), std::move(s)).first->second;
+  }
+
+  /// Removes every tensor and frees its memory.
+  void clear() {
+    for (auto& [name, s] : slots_) {
+      backend_.deallocate(s.current);
+      backend_.deallocate(s.next);
+    }
+    slots_.clear();
   }
 
   bool contains(std::string_view name) const { return slots_.find(name) != slots_.end(); }
@@ -96,11 +105,19 @@ class parameter_store {
     backend_.to_device(s.current, contiguous.data(), s.bytes);
   }
 
-  /// Sets every element of the tensor `name` to zero.
+  /// Sets every element of the tensor `name` to zero (on the device: nothing is copied).
   void zero(std::string_view name) {
     slot& s = at(name);
-    std::vector<std::byte> zeros(s.bytes);
-    backend_.to_device(s.current, zeros.data(), s.bytes);
+    fill_zero(backend_, s.current, s.bytes);
+  }
+
+  /// Adds every tensor of `values` (as add() does: a name already held must have the same
+  /// dtype and shape) and copies its values in. Returns the number of tensors.
+  ///     parameter_store<cuda> params;
+  ///     params.add_all(gpt.initial_parameters(1));   // host -> device, once
+  std::size_t add_all(const tensor_store& values) {
+    for (const auto& [name, entry] : values) add(name, entry.dtype, entry.shape);
+    return assign(values);
   }
 
   /// A copy of the tensor `name` as an xtensor array.

@@ -182,6 +182,14 @@ class program {
     backend_copy_out(destination.data(), buffers_[output_ids[I]], count * sizeof(T));
   }
 
+  /// Output I where it lies, in this backend's memory (device memory on a GPU), valid
+  /// until the next run(): a tape copies or adds it into its own buffers on the device.
+  template <std::size_t I = 0>
+  const value_t<output_node<I>>* output_data() const {
+    require_ran();
+    return static_cast<const value_t<output_node<I>>*>(buffers_[output_ids[I]]);
+  }
+
   /// Makes output I be written straight into `destination` (memory of this backend that
   /// holds its element count) instead of the program's arena, from the next run() on;
   /// nullptr gives it back to the arena. A training step points the updated parameters at
@@ -451,9 +459,7 @@ class program {
   /// Waits for the kernels launched so far where the backend launches asynchronously (a
   /// GPU), so that profiling times kernels, not launches. (Not inside run()'s lambda:
   /// nvcc compiles both branches of an if constexpr there.)
-  void wait_for_backend() {
-    if constexpr (requires(B& b) { b.synchronize(); }) backend_.synchronize();
-  }
+  void wait_for_backend() { detail::wait_for(backend_); }
 
   void require_ran() const {
     if (!ran_) throw input_error("luminal: read an output before run(); call run() first");

@@ -14,13 +14,29 @@
 //     t.backward(loss);                           // t.gradients(): "h.0.fc.weight", ...
 //     float value = t.item<float>(loss);
 //
-// Values live in host memory between calls; blocks bind them without copying on backends
-// whose memory the host can read (host, Kokkos host spaces) and copy them otherwise.
+// Values, their cotangents and the kept activations live in the backend's memory (a GPU's)
+// for the whole recording: blocks bind them without copying and write their outputs and
+// gradients into them on the device; only what the caller hands in (constant(),
+// variable()) or reads out (value(), item(), gradient()) crosses to the host. Parameters
+// come from either store:
+//  - a tensor_store (host memory): bound by pointer on host backends, copied in at every
+//    call on a GPU; gradients accumulate in gradients(), a tensor_store;
+//  - a parameter_store<B> (the backend's memory): bound by pointer everywhere; gradients
+//    accumulate in device_gradients(), a parameter_store<B>, and parameter_optimizer
+//    updates the parameters there, so a GPU training step moves no parameter, gradient
+//    or activation across PCIe:
+//
+//     parameter_store<cuda> params;
+//     params.add_all(gpt.initial_parameters(1));
+//     tape<cuda> t(params);
+//     parameter_optimizer<adamw, f32, cuda> optimizer;
+//     ... t.backward(loss); optimizer.step(params, t.device_gradients());
 #pragma once
 #include <bit>
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -28,6 +44,7 @@
 
 #include "block.hpp"
 #include "io/tensor_store.hpp"
+#include "parameter_store.hpp"
 #include <xtensor/xbuilder.hpp>
 
 namespace luminal {
@@ -49,9 +66,22 @@ class tape {
     tensor value;
   };
 
-  /// Parameters are read from `parameters` by name at every call (not copied); their
-  /// gradients accumulate in gradients() under the same names.
-  explicit tape(const tensor_store& parameters) : parameters_(&parameters) {}
+  /// Parameters in host memory, read by name at every call (not copied on host backends);
+  /// their gradients accumulate in gradients() under the same names.
+  explicit tape(const tensor_store& parameters, B backend = {})
+      : backend_(backend), host_parameters_(&parameters), device_gradients_(backend) {}
+  /// Parameters in the backend's memory, bound without copying; their gradients
+  /// accumulate in device_gradients(), in the backend's memory too.
+  explicit tape(const parameter_store<B>& parameters, B backend = {})
+      : backend_(backend), device_parameters_(&parameters), device_gradients_(backend) {}
+  tape(const tape&) = delete;
+  tape& operator=(const tape&) = delete;
+  ~tape() {
+    for (slot& s : slots_) {
+      backend_.deallocate(s.value.data);
+      backend_.deallocate(s.cotangent.data);
+    }
+  }
 
   /// A value that gets no gradient (data, token ids, labels).
   template <element_type T>
@@ -90,39 +120,50 @@ class tape {
     }
   }
 
-  /// The value as an xtensor array (a copy).
+  /// The value as an xtensor array (a copy, from the device on a GPU).
   template <element_type T>
   xt::xarray<T> value(tensor t) const { return as_array<T>(t, false); }
   /// The value of a one-element tensor.
   template <element_type T>
   T item(tensor t) const {
     const slot& s = checked<T>(t, "item");
-    if (s.data.size() != sizeof(T))
+    if (s.value.bytes != sizeof(T))
       throw input_error("luminal: tape::item needs a one-element tensor; this one has " +
-                        std::to_string(s.data.size() / sizeof(T)) + " elements");
-    return *reinterpret_cast<const T*>(s.data.data());
+                        std::to_string(s.value.bytes / sizeof(T)) + " elements");
+    T out{};
+    const_cast<B&>(backend_).to_host(&out, s.value.data, sizeof(T));
+    return out;
   }
+  /// The value where it lies, in the backend's memory, valid until clear(): bind it to
+  /// another program with bind_device(), without copying.
+  template <element_type T>
+  const T* data(tensor t) const { return static_cast<const T*>(checked<T>(t, "data").value.data); }
   /// Extents of the value.
   const std::vector<index_t>& shape(tensor t) const { return slot_at(require_tensor(t, "shape")).shape; }
 
   /// Back-propagates from the one-element floating-point `output` (seeded with 1):
-  /// parameters' gradients add into gradients(), variables' into gradient(). A second
-  /// call recomputes the variables' gradients and adds the parameters' once more.
+  /// parameters' gradients add into gradients() (or device_gradients()), variables' into
+  /// gradient(). A second call recomputes the variables' gradients and adds the
+  /// parameters' once more.
   void backward(tensor output) {
-    slot& s = slot_at(require_tensor(output, "backward"));
-    if (s.data.size() != dtype_size(s.dtype) || (s.dtype != dtype_tag::f32 && s.dtype != dtype_tag::f64))
+    const int id = require_tensor(output, "backward");
+    slot& s = slot_at(id);
+    if (s.value.bytes != dtype_size(s.dtype) || (s.dtype != dtype_tag::f32 && s.dtype != dtype_tag::f64))
       throw input_error("luminal: tape::backward needs a one-element floating-point output (a loss); this one is " +
                         std::string(dtype_name(s.dtype)) + " " + detail::extents_text(s.shape));
     if (!s.requires_grad)
       throw input_error("luminal: tape::backward: the output depends on no parameter or variable");
-    for (std::size_t i = 0; i < live_slots_; ++i) slots_[i].cotangent.clear();
-    s.cotangent.assign(s.data.size(), std::byte{0});
-    if (s.dtype == dtype_tag::f32) *reinterpret_cast<float*>(s.cotangent.data()) = 1.0f;
-    else *reinterpret_cast<double*>(s.cotangent.data()) = 1.0;
+    for (std::size_t i = 0; i < live_slots_; ++i) slots_[i].has_cotangent = false;
+    reserve(s.cotangent, s.value.bytes);
+    const double one_f64 = 1.0;
+    const float one_f32 = 1.0f;
+    backend_.to_device(s.cotangent.data, s.dtype == dtype_tag::f32 ? static_cast<const void*>(&one_f32) : &one_f64,
+                       s.value.bytes);
+    s.has_cotangent = true;
     for (std::size_t call = records_.size(); call-- > 0;) {
       const call_record& record = records_[call];
       bool reached = false;
-      for (int id : record.kept) reached = reached || !slot_at(id).cotangent.empty();
+      for (int kept_id : record.kept) reached = reached || slot_at(kept_id).has_cotangent;
       if (reached) record.block->run_backward(*this, call);
     }
   }
@@ -132,20 +173,50 @@ class tape {
   xt::xarray<T> gradient(tensor variable) const { return as_array<T>(variable, true); }
 
   /// Parameter gradients accumulated by backward() since they were last cleared, by the
-  /// parameter store's names.
-  tensor_store& gradients() { return gradients_; }
-  const tensor_store& gradients() const { return gradients_; }
+  /// parameter store's names, for a tape over a tensor_store.
+  tensor_store& gradients() {
+    require_host_parameters("gradients()", "device_gradients()");
+    return gradients_;
+  }
+  const tensor_store& gradients() const {
+    require_host_parameters("gradients()", "device_gradients()");
+    return gradients_;
+  }
+  /// The same, for a tape over a parameter_store: in the backend's memory.
+  /// parameter_optimizer::step zeroes them after the update.
+  parameter_store<B>& device_gradients() {
+    if (!device_parameters_)
+      throw input_error("luminal: tape::device_gradients(): this tape's parameters are a tensor_store; "
+                        "its gradients are in gradients()");
+    return device_gradients_;
+  }
+  /// The parameters of a tape over a tensor_store.
+  const tensor_store& parameters() const {
+    require_host_parameters("parameters()", "the parameter_store it was given");
+    return *host_parameters_;
+  }
+
+  /// Binds the stored parameter `name` to the input `name` of `prog` from whichever store
+  /// this tape reads (without copying where the program can read it in place).
+  template <element_type T, class Program>
+  void bind_parameter(Program& prog, std::string_view name) const {
+    bind_parameter<T>(prog, name, std::string(name), {}, "the program");
+  }
 
   /// Forgets the values and calls, keeping gradients(). The values' memory is kept for
   /// the next recording: a training loop that records the same calls every step
   /// allocates nothing after the first (large buffers would otherwise be returned to the
-  /// system and page-faulted in again every step).
+  /// system and page-faulted in again every step, or cudaMalloc'ed and freed on a GPU).
   void clear() {
     live_slots_ = 0;
     records_.clear();
   }
   /// Releases the memory clear() keeps.
   void shrink() {
+    for (std::size_t i = live_slots_; i < slots_.size(); ++i) {
+      backend_.deallocate(slots_[i].value.data);
+      backend_.deallocate(slots_[i].cotangent.data);
+    }
     slots_.resize(live_slots_);
     slots_.shrink_to_fit();
   }
@@ -154,16 +225,24 @@ class tape {
   /// Bytes of values held: inputs, outputs and the activations kept for backward.
   std::size_t held_bytes() const {
     std::size_t bytes = 0;
-    for (std::size_t i = 0; i < live_slots_; ++i) bytes += slots_[i].data.size();
+    for (std::size_t i = 0; i < live_slots_; ++i) bytes += slots_[i].value.bytes;
     return bytes;
   }
+  /// The backend object the tape's own copies and additions run on.
+  const B& backend() const { return backend_; }
 
   // ---- used by block -------------------------------------------------------------------
+  /// Memory of the backend, kept across clear() and grown when a larger value needs it.
+  struct buffer {
+    void* data = nullptr;
+    std::size_t bytes = 0, capacity = 0;
+  };
   struct slot {
     dtype_tag dtype = dtype_tag::f32;
     std::vector<index_t> shape;
-    std::vector<std::byte> data;
-    std::vector<std::byte> cotangent;  // empty: none reached this value (zero)
+    buffer value;
+    buffer cotangent;
+    bool has_cotangent = false;  // false: none reached this value (zero)
     bool requires_grad = false;
   };
   struct call_record {
@@ -185,7 +264,6 @@ class tape {
   slot& slot_at(int id) { return slots_[std::size_t(id)]; }
   const slot& slot_at(int id) const { return slots_[std::size_t(id)]; }
   const call_record& record_at(std::size_t call) const { return records_[call]; }
-  const tensor_store& parameters() const { return *parameters_; }
   int new_slot(dtype_tag dtype, std::span<const index_t> shape, bool requires_grad) {
     if (live_slots_ == slots_.size()) slots_.emplace_back();
     slot& s = slots_[live_slots_];
@@ -193,24 +271,112 @@ class tape {
     s.shape.assign(shape.begin(), shape.end());
     std::size_t count = 1;
     for (index_t e : shape) count *= std::size_t(e);
-    s.data.resize(count * dtype_size(dtype));
-    s.cotangent.clear();
+    reserve(s.value, count * dtype_size(dtype));
+    s.has_cotangent = false;
     s.requires_grad = requires_grad;
     return int(live_slots_++);
   }
-  /// The gradient buffer of parameter `name`, created as zeros on first use.
-  std::vector<std::byte>& gradient_buffer(const std::string& name, dtype_tag dtype, std::span<const index_t> shape) {
+  /// Copies `source` (backend memory holding the slot's byte count) into slot `id`.
+  void copy_into(int id, const void* source) {
+    slot& s = slot_at(id);
+    backend_.device_copy(s.value.data, source, s.value.bytes);
+  }
+  /// Slot `id`'s cotangent, zero-filled on the device if nothing has reached it.
+  const void* cotangent_or_zeros(int id) {
+    slot& s = slot_at(id);
+    if (!s.has_cotangent) {
+      reserve(s.cotangent, s.value.bytes);
+      fill_zero(backend_, s.cotangent.data, s.cotangent.bytes);
+      s.has_cotangent = true;
+    }
+    return s.cotangent.data;
+  }
+  /// Adds `incoming` (backend memory, the slot's element count) into slot `id`'s cotangent.
+  template <class T>
+  void add_to_cotangent(int id, const T* incoming) {
+    slot& s = slot_at(id);
+    if (!s.has_cotangent) {
+      reserve(s.cotangent, s.value.bytes);
+      backend_.device_copy(s.cotangent.data, incoming, s.value.bytes);
+      s.has_cotangent = true;
+    } else {
+      add_into(backend_, static_cast<T*>(s.cotangent.data), incoming, s.value.bytes / sizeof(T));
+    }
+  }
+  /// Adds `incoming` (backend memory) into the gradient of parameter `name`.
+  template <class T>
+  void add_to_parameter_gradient(const std::string& name, std::span<const index_t> shape, const T* incoming) {
+    std::size_t count = 1;
+    for (index_t e : shape) count *= std::size_t(e);
+    if (device_parameters_) {
+      const bool fresh = !device_gradients_.contains(name);
+      auto& target = device_gradients_.add(name, dtype_of<T>(), std::vector<index_t>(shape.begin(), shape.end()));
+      if (fresh) backend_.device_copy(target.current, incoming, count * sizeof(T));
+      else add_into(backend_, static_cast<T*>(target.current), incoming, count);
+      return;
+    }
     if (!gradients_.contains(name)) {
       tensor_store::entry zeros;
-      zeros.dtype = dtype;
+      zeros.dtype = dtype_of<T>();
       zeros.shape.assign(shape.begin(), shape.end());
-      zeros.data.assign(zeros.element_count() * dtype_size(dtype), std::byte{0});
+      zeros.data.assign(count * sizeof(T), std::byte{0});
       gradients_.insert(name, std::move(zeros));
     }
-    return gradients_.at(name).data;
+    auto& target = gradients_.at(name).data;
+    T* sum = reinterpret_cast<T*>(target.data());
+    if constexpr (B::host_accessible) {
+      for (std::size_t i = 0; i < count; ++i) sum[i] += incoming[i];
+    } else {
+      scratch_.resize(count * sizeof(T));
+      backend_.to_host(scratch_.data(), incoming, count * sizeof(T));
+      const T* staged = reinterpret_cast<const T*>(scratch_.data());
+      for (std::size_t i = 0; i < count; ++i) sum[i] += staged[i];
+    }
+  }
+  /// Binds stored parameter `stored_name` to the leaf `leaf` of `prog`; `expected` (when
+  /// not empty) is the shape the leaf declares, and `who` names the reader in errors.
+  template <element_type T, class Program>
+  void bind_parameter(Program& prog, std::string_view leaf, const std::string& stored_name,
+                      std::optional<std::vector<index_t>> expected, const std::string& who) const {
+    const void* data = nullptr;
+    dtype_tag dtype{};
+    const std::vector<index_t>* shape = nullptr;
+    if (device_parameters_) {
+      if (device_parameters_->contains(stored_name)) {
+        const auto& s = device_parameters_->at(stored_name);
+        data = s.current, dtype = s.dtype, shape = &s.shape;
+      }
+    } else if (host_parameters_->contains(stored_name)) {
+      const auto& e = host_parameters_->at(stored_name);
+      data = e.data.data(), dtype = e.dtype, shape = &e.shape;
+    }
+    if (!shape)
+      throw input_error("luminal: " + who + " needs the parameter '" + stored_name + "' (its leaf '" +
+                        std::string(leaf) + "'), which the parameter store does not hold");
+    if (dtype != dtype_of<T>() || (expected && *shape != *expected))
+      throw input_error("luminal: parameter '" + stored_name + "' is " + std::string(dtype_name(dtype)) + " " +
+                        detail::extents_text(*shape) + " in the store, but " + who + " needs " +
+                        std::string(dtype_name<T>()) + (expected ? " " + detail::extents_text(*expected) : ""));
+    const T* values = static_cast<const T*>(data);
+    if (device_parameters_ || B::host_accessible) prog.bind_device(leaf, values, *shape);
+    else prog.bind(leaf, values, std::span<const index_t>(*shape));
   }
 
  private:
+  void reserve(buffer& b, std::size_t bytes) {
+    if (b.capacity < bytes) {
+      backend_.deallocate(b.data);
+      b.data = nullptr, b.capacity = 0;
+      b.data = backend_.allocate(bytes);
+      b.capacity = bytes;
+    }
+    b.bytes = bytes;
+  }
+  void require_host_parameters(const char* what, const char* instead) const {
+    if (!host_parameters_)
+      throw input_error(std::string("luminal: tape::") + what + ": this tape's parameters are a parameter_store; use " +
+                        instead);
+  }
   int require_tensor(tensor t, const char* what) const {
     if (t.id < 0 || std::size_t(t.id) >= live_slots_)
       throw input_error(std::string("luminal: tape: ") + what +
@@ -228,12 +394,12 @@ class tape {
   template <element_type T>
   xt::xarray<T> as_array(tensor t, bool cotangent) const {
     const slot& s = checked<T>(t, cotangent ? "gradient" : "value");
-    std::vector<std::size_t> shape(s.shape.begin(), s.shape.end());
-    xt::xarray<T> out = xt::zeros<T>(shape);
-    const auto& bytes = cotangent ? s.cotangent : s.data;
     if (cotangent && !s.requires_grad)
       throw input_error("luminal: tape::gradient: the value is a constant; make it with variable() to get its gradient");
-    if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+    std::vector<std::size_t> shape(s.shape.begin(), s.shape.end());
+    xt::xarray<T> out = xt::zeros<T>(shape);
+    const buffer& source = cotangent ? s.cotangent : s.value;
+    if (!cotangent || s.has_cotangent) const_cast<B&>(backend_).to_host(out.data(), source.data, s.value.bytes);
     return out;
   }
   template <element_type T>
@@ -241,15 +407,19 @@ class tape {
     std::vector<index_t> shape(value.shape().begin(), value.shape().end());
     int id = new_slot(dtype_of<T>(), shape, requires_grad);
     xt::xarray<T, xt::layout_type::row_major> contiguous = value;
-    std::memcpy(slots_[std::size_t(id)].data.data(), contiguous.data(), contiguous.size() * sizeof(T));
+    backend_.to_device(slots_[std::size_t(id)].value.data, contiguous.data(), contiguous.size() * sizeof(T));
     return tensor{id};
   }
 
-  const tensor_store* parameters_;
+  B backend_;
+  const tensor_store* host_parameters_ = nullptr;    // one of these two is set
+  const parameter_store<B>* device_parameters_ = nullptr;
   tensor_store gradients_;
+  parameter_store<B> device_gradients_;
   std::vector<slot> slots_;  // [0, live_slots_) hold values; the rest are kept buffers
   std::size_t live_slots_ = 0;
   std::vector<call_record> records_;
+  std::vector<std::byte> scratch_;  // a GPU's parameter gradients on their way to gradients()
 };
 
 }  // namespace luminal

@@ -193,6 +193,12 @@ struct basic_cuda {
     LUMINAL_CUDA_CHECK(cudaStreamSynchronize(s.stream));
     s.bytes_to_host += bytes;
   }
+  void device_copy(void* dst, const void* src, std::size_t bytes) {
+    if (bytes == 0) return;
+    auto& s = state();
+    LUMINAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s.stream));
+    LUMINAL_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  }
 
   /// Launches body over [0, n) on the stream, one index per thread; does not wait.
   template <class Body>

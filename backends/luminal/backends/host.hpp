@@ -27,6 +27,7 @@ struct host {
   void deallocate(void* p) { std::free(p); }
   void to_device(void* dst, const void* src, std::size_t bytes) { if (bytes) std::memcpy(dst, src, bytes); }
   void to_host(void* dst, const void* src, std::size_t bytes) { if (bytes) std::memcpy(dst, src, bytes); }
+  void device_copy(void* dst, const void* src, std::size_t bytes) { if (bytes) std::memcpy(dst, src, bytes); }
 
   template <class Body>
   void parallel_for(index_t n, const Body& body) {

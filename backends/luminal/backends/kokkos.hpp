@@ -61,6 +61,7 @@ struct kokkos {
   void deallocate(void* p) { Kokkos::kokkos_free<memory_space>(p); }
   void to_device(void* dst, const void* src, std::size_t bytes) { copy<memory_space, Kokkos::HostSpace>(dst, src, bytes); }
   void to_host(void* dst, const void* src, std::size_t bytes) { copy<Kokkos::HostSpace, memory_space>(dst, src, bytes); }
+  void device_copy(void* dst, const void* src, std::size_t bytes) { copy<memory_space, memory_space>(dst, src, bytes); }
 
   template <class Body>
   void parallel_for(index_t n, const Body& body) {

@@ -9,6 +9,13 @@
 //     t.backward(loss);
 //     opt.step(params, t.gradients());               // updates params; clears the gradients
 //     save_safetensors(opt.checkpoint(params), "model.safetensors");
+//
+// Over a parameter_store (a tape built on one: tape.hpp), the parameters, gradients and
+// optimizer state stay in the backend's memory: each update writes the parameter's and
+// its state's second buffers, which then swap, and only the gradients' norms (one scalar
+// per tensor) come to the host.
+//
+//     opt.step(device_params, t.device_gradients()); // zeroes the gradients on the device
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -18,6 +25,7 @@
 #include "../io/safetensors.hpp"
 #include "../io/tensor_store.hpp"
 #include "../luminal.hpp"
+#include "../parameter_store.hpp"
 #include "optimizers.hpp"
 
 namespace luminal {
@@ -28,16 +36,19 @@ class parameter_optimizer {
   static constexpr Dim elements{"Elements"};
   using flat_parameter = Param<"p", T, Shape<elements>>;
   using flat_gradient = Input<"grad", T, Shape<elements>>;
+  // Clipping scales the gradient inside the update: no pass over the gradients of its own.
+  using gradient_scale = hyperparameter<"optim.grad_scale", T>;
   static auto make_program(B backend) {
     return std::apply([&](auto... outputs) { return program<B, retention_policy::store_all, decltype(outputs)...>(backend); },
-                      Opt::update(flat_parameter{}, flat_gradient{}));
+                      Opt::update(flat_parameter{}, flat_gradient{} * gradient_scale{}));
   }
   using update_program = decltype(make_program(B{}));
+  using norm_program = program<B, retention_policy::store_all, decltype(sum(flat_gradient{} * flat_gradient{}))>;
   using state_leaves = typename Opt::template states<flat_parameter>;
 
  public:
   explicit parameter_optimizer(Opt options = {}, B backend = {})
-      : options_(std::move(options)), program_(make_program(std::move(backend))) {}
+      : options_(std::move(options)), program_(make_program(backend)), norm_program_(backend), device_state_(backend) {}
 
   Opt& options() { return options_; }
   const Opt& options() const { return options_; }
@@ -53,30 +64,14 @@ class parameter_optimizer {
   double step(tensor_store& parameters, tensor_store& gradients) {
     double squared = 0;
     for (const auto& [name, g] : gradients) {
-      if (!parameters.contains(name))
-        throw input_error("luminal: parameter_optimizer: there is a gradient for '" + name +
-                          "', but no parameter of that name");
-      const auto& p = parameters.at(name);
-      if (g.dtype != dtype_of<T>() || p.dtype != dtype_of<T>() || g.shape != p.shape)
-        throw input_error("luminal: parameter_optimizer: parameter '" + name + "' and its gradient must be " +
-                          std::string(dtype_name<T>()) + " of one shape");
+      require_matching(parameters, name, g);
       for (T v : values(g)) squared += double(v) * double(v);
     }
     const double norm = std::sqrt(squared);
-    if (!std::isfinite(norm))
-      throw run_error("luminal: parameter_optimizer: the gradient norm is not finite at step " + std::to_string(step_ + 1) +
-                      "; the parameters are left as they were");
-    const T scale = norm > max_grad_norm ? T(max_grad_norm / (norm + 1e-6)) : T(1);
-    const std::int64_t t = step_ + 1;
-    options_.hyperparameters(t, [&](std::string_view name, double value) {
-      const T v = T(value);
-      program_.bind(name, &v, std::span<const index_t>{});
-    });
+    const std::int64_t t = bind_hyperparameters(norm);
     for (const std::string& name : gradients.names()) {
       auto& g = gradients.at(name);
       auto& p = parameters.at(name);
-      if (scale != T(1))
-        for (T& v : values(g)) v *= scale;
       const index_t count = index_t(p.element_count());
       const std::span<const index_t> flat(&count, 1);
       bind(flat_parameter::name.view(), p, flat);
@@ -96,9 +91,56 @@ class parameter_optimizer {
     return norm;
   }
 
+  /// The same update for parameters and gradients in the backend's memory (a tape over a
+  /// parameter_store): nothing but one norm scalar per gradient crosses to the host. The
+  /// gradients are zeroed afterwards, on the device, and kept for the next backward().
+  double step(parameter_store<B>& parameters, parameter_store<B>& gradients) {
+    double squared = 0;
+    for (const auto& [name, g] : gradients) {
+      require_matching(parameters, name, g);
+      const index_t count = index_t(g.bytes / sizeof(T));
+      norm_program_.bind_device(flat_gradient::name.view(), static_cast<const T*>(g.current),
+                                std::span<const index_t>(&count, 1));
+      norm_program_.run();
+      T part{};
+      norm_program_.template read_output<0>(std::span<T>(&part, 1));
+      squared += double(part);
+    }
+    const double norm = std::sqrt(squared);
+    const std::int64_t t = bind_hyperparameters(norm);
+    for (const auto& [name, g] : gradients) {
+      auto& p = parameters.at(name);
+      const index_t count = index_t(p.bytes / sizeof(T));
+      const std::span<const index_t> flat(&count, 1);
+      program_.bind_device(flat_parameter::name.view(), static_cast<const T*>(p.current), flat);
+      program_.bind_device(flat_gradient::name.view(), static_cast<const T*>(g.current), flat);
+      program_.template write_output_to<0>(static_cast<T*>(p.next));
+      boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<state_leaves>::value>>([&](auto I) {
+        using L = boost::mp11::mp_at_c<state_leaves, I>;
+        auto& state = device_state_of<L>(name, p);
+        program_.bind_device(L::name.view(), static_cast<const T*>(state.current), flat);
+        program_.template write_output_to<1 + I>(static_cast<T*>(state.next));
+      });
+      program_.run();
+      std::swap(p.current, p.next);
+      boost::mp11::mp_for_each<state_leaves>([&](auto leaf) {
+        auto& state = device_state_.at(state_name<decltype(leaf)>(name));
+        std::swap(state.current, state.next);
+      });
+    }
+    // The program's outputs go back to its arena: a later step over a tensor_store reads them there.
+    program_.template write_output_to<0>(nullptr);
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<state_leaves>::value>>(
+        [&](auto I) { program_.template write_output_to<1 + I>(nullptr); });
+    for (const auto& [name, g] : gradients) gradients.zero(name);
+    step_ = t;
+    return norm;
+  }
+
   /// The optimizer state ("optimizer.*" tensors) and the step count, as train_step saves them.
   tensor_store state() const {
     tensor_store out = state_;
+    for (auto& [name, entry] : device_state_.to_tensors()) out.insert(name, std::move(entry));
     out.metadata["luminal.step"] = std::to_string(step_);
     out.metadata["luminal.optimizer"] = std::string(Opt::name);
     return out;
@@ -109,6 +151,7 @@ class parameter_optimizer {
     for (const auto& [name, entry] : parameters) out.insert(name, entry);
     return out;
   }
+  tensor_store checkpoint(const parameter_store<B>& parameters) const { return checkpoint(parameters.to_tensors()); }
   /// Takes the "optimizer.*" tensors and the step count of a checkpoint (other entries
   /// are ignored). Throws checkpoint_error if the step count is missing or malformed.
   void load_state(const tensor_store& checkpoint) {
@@ -117,6 +160,7 @@ class parameter_optimizer {
       if (name.starts_with("optimizer.")) loaded.insert(name, entry);
     const std::int64_t steps = loaded.empty() ? 0 : detail::checkpoint_step_count(checkpoint, "the checkpoint");
     state_ = std::move(loaded);
+    device_state_.clear();  // a device step uploads the loaded state when it first needs it
     step_ = steps;
   }
 
@@ -148,6 +192,54 @@ class parameter_optimizer {
       throw checkpoint_error("luminal: optimizer state '" + key + "' does not have its parameter's shape");
     return e;
   }
+  /// The gradient `g` of `name` has a parameter of its dtype (T) and shape.
+  template <class Store, class Gradient>
+  static void require_matching(const Store& parameters, const std::string& name, const Gradient& g) {
+    if (!parameters.contains(name))
+      throw input_error("luminal: parameter_optimizer: there is a gradient for '" + name +
+                        "', but no parameter of that name");
+    const auto& p = parameters.at(name);
+    if (g.dtype != dtype_of<T>() || p.dtype != dtype_of<T>() || g.shape != p.shape)
+      throw input_error("luminal: parameter_optimizer: parameter '" + name + "' and its gradient must be " +
+                        std::string(dtype_name<T>()) + " of one shape");
+  }
+  /// Binds this step's hyperparameters and the clipping scale; returns the step number.
+  /// A non-finite gradient norm throws run_error before anything changes.
+  std::int64_t bind_hyperparameters(double norm) {
+    if (!std::isfinite(norm))
+      throw run_error("luminal: parameter_optimizer: the gradient norm is not finite at step " + std::to_string(step_ + 1) +
+                      "; the parameters are left as they were");
+    const std::int64_t t = step_ + 1;
+    options_.hyperparameters(t, [&](std::string_view name, double value) {
+      const T v = T(value);
+      program_.bind(name, &v, std::span<const index_t>{});
+    });
+    const T scale = norm > max_grad_norm ? T(max_grad_norm / (norm + 1e-6)) : T(1);
+    program_.bind(gradient_scale::name.view(), &scale, std::span<const index_t>{});
+    return t;
+  }
+  /// The device buffers of optimizer state L of parameter `name`: zeros, or the state a
+  /// checkpoint loaded (load_state), uploaded once.
+  template <class L>
+  typename parameter_store<B>::slot& device_state_of(const std::string& name, const typename parameter_store<B>::slot& parameter) {
+    const std::string key = state_name<L>(name);
+    if (!device_state_.contains(key)) {
+      device_state_.add(key, dtype_of<T>(), parameter.shape);
+      if (state_.contains(key)) {
+        const auto& loaded = state_.at(key);
+        if (loaded.shape != parameter.shape || loaded.dtype != dtype_of<T>())
+          throw checkpoint_error("luminal: optimizer state '" + key + "' does not have its parameter's shape");
+        tensor_store one;
+        one.insert(key, loaded);
+        device_state_.assign(one);
+        state_.erase(key);
+      }
+    }
+    auto& s = device_state_.at(key);
+    if (s.shape != parameter.shape)
+      throw checkpoint_error("luminal: optimizer state '" + key + "' does not have its parameter's shape");
+    return s;
+  }
   void bind(std::string_view leaf, const tensor_store::entry& e, std::span<const index_t> flat) {
     const T* data = reinterpret_cast<const T*>(e.data.data());
     if constexpr (B::host_accessible) program_.bind_view(leaf, data, flat);
@@ -156,7 +248,9 @@ class parameter_optimizer {
 
   Opt options_;
   update_program program_;
-  tensor_store state_;
+  norm_program norm_program_;
+  tensor_store state_;                // host steps' state, and state loaded but not yet on the device
+  parameter_store<B> device_state_;   // device steps' state
   std::int64_t step_ = 0;
 };
 

@@ -89,8 +89,8 @@ class GPT {
   xt::xarray<float> logits(tape<B>& t, const xt::xarray<int>& token_ids) {
     auto h = features(t, token_ids);
     for (const char* name : {"ln_f.weight", "ln_f.bias", "lm_head.weight", "lm_head.bias"})
-      logits_.bind(name, t.parameters().template get<float>(name));
-    logits_.bind("x", t.template value<float>(h));
+      t.template bind_parameter<float>(logits_, name);
+    logits_.bind_device("x", t.template data<float>(h), t.shape(h));  // in place, on the device
     logits_.run();
     return logits_.output();
   }
