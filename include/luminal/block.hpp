@@ -94,7 +94,7 @@ struct substitute {
 };
 template <class N, class Kept>
 struct substitute<N, Kept, true> {
-  using type = Input<numbered_name<"tape.saved.", std::size_t(position_in<Kept, N>::value)>(), value_t<N>, shape_t<N>>;
+  using type = Input<numbered_name<"tape.saved.", std::size_t(position_in<Kept, N>::value)>(), typename N::value_type, shape_t<N>>;
 };
 template <class Op, class Kept, class Children>
 struct substitute_children;
@@ -108,14 +108,14 @@ struct substitute<N, Kept, false> {
 };
 
 template <class N>
-struct is_float_parameter : std::bool_constant<N::kind == op_kind::input && floating_element<value_t<N>> &&
+struct is_float_parameter : std::bool_constant<N::kind == op_kind::input && floating_element<typename N::value_type> &&
                                                requires { requires N::role == leaf_role::parameter; }> {};
 
 /// Sum over outputs of <output, cotangent>: one scalar whose gradient is the vjp of all
 /// outputs at once.
 template <class... O, std::size_t... K>
 constexpr auto cotangent_pairing(boost::mp11::mp_list<O...>, std::index_sequence<K...>) {
-  return (sum(O{} * Input<numbered_name<"tape.cotangent.", K>(), value_t<O>, shape_t<O>>{}) + ...);
+  return (sum(O{} * Input<numbered_name<"tape.cotangent.", K>(), typename O::value_type, shape_t<O>>{}) + ...);
 }
 }  // namespace detail
 
@@ -148,11 +148,11 @@ class block final : public block_interface<B> {
   static constexpr auto gradient_list(boost::mp11::mp_list<W...>) {
     if constexpr (output_count == 1) {
       using O = boost::mp11::mp_first<Outputs>;
-      using pass = reverse_pass<O, Input<detail::numbered_name<"tape.cotangent.", 0>(), value_t<O>, shape_t<O>>, W...>;
+      using pass = reverse_pass<O, Input<detail::numbered_name<"tape.cotangent.", 0>(), typename O::value_type, shape_t<O>>, W...>;
       return boost::mp11::mp_list<decltype(pass::template gradient<W>())...>{};
     } else {
       using L = decltype(detail::cotangent_pairing(Outputs{}, std::make_index_sequence<output_count>{}));
-      using pass = reverse_pass<L, Const<value_t<L>, value_t<L>(1)>, W...>;
+      using pass = reverse_pass<L, Const<typename L::value_type, typename L::value_type(1)>, W...>;
       return boost::mp11::mp_list<decltype(pass::template gradient<W>())...>{};
     }
   }
@@ -205,7 +205,7 @@ class block final : public block_interface<B> {
     });
     std::vector<int> slots;
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<kept_count>>([&](auto K) {
-      using T = value_t<boost::mp11::mp_at_c<kept, K>>;
+      using T = typename boost::mp11::mp_at_c<kept, K>::value_type;
       int id = recording.new_slot(dtype_of<T>(), forward_.template output_shape<K>(), requires_grad);
       recording.copy_into(id, forward_.template output_data<K>());
       slots.push_back(id);
@@ -240,7 +240,7 @@ class block final : public block_interface<B> {
   void bind_leaves(Program& prog, tape<B>& recording, const typename tape<B>::call_record& record) {
     boost::mp11::mp_for_each<typename Program::leaves>([&](auto leaf) {
       using L = decltype(leaf);
-      using T = value_t<L>;
+      using T = typename L::value_type;
       constexpr std::string_view name = L::name.view();
       if constexpr (name.starts_with("tape.cotangent.") || name.starts_with("tape.saved.")) {
         constexpr std::size_t k = std::size_t(name[name.size() - 3] - '0') * 100 +
@@ -288,7 +288,7 @@ auto compile_block(Out, Wrt...) {
     else return boost::mp11::mp_rename<Out, boost::mp11::mp_list>{};
   }());
   static_assert(boost::mp11::mp_size<outputs>::value >= 1, "luminal: compile_block needs at least one output");
-  static_assert(((Wrt::kind == op_kind::input && floating_element<value_t<Wrt>>) && ...),
+  static_assert(((Wrt::kind == op_kind::input && floating_element<typename Wrt::value_type>) && ...),
                 "luminal: compile_block differentiates with respect to floating-point input<> leaves only");
   return std::make_unique<block<B, Prefix, outputs, boost::mp11::mp_list<std::remove_cvref_t<Wrt>...>>>();
 }

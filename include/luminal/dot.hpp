@@ -25,7 +25,7 @@ std::string node_label(const char* separator = "\\n") {
     label << N::op::name;
     if constexpr (requires { N::op::axis; }) label << " axis " << N::op::axis;
   }
-  label << separator << dtype_name<value_t<N>>() << " " << shape_t<N>::text.view();
+  label << separator << dtype_name<typename N::value_type>() << " " << shape_t<N>::text.view();
   return label.str();
 }
 }  // namespace detail

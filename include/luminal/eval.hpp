@@ -52,8 +52,8 @@ struct evaluator {
   /// The value of node N at flat index i. With Root, a stored node is computed rather
   /// than loaded: it is the value the running kernel produces.
   template <class N, bool Root = false>
-  LUMINAL_HD static value_t<N> at(const kernel_context& ctx, index_t i) {
-    using T = value_t<N>;
+  LUMINAL_HD static typename N::value_type at(const kernel_context& ctx, index_t i) {
+    using T = typename N::value_type;
     constexpr int id = Layout::template id<N>;
     if constexpr (N::kind == op_kind::input || (!Root && Layout::plan.stored[id])) {
       return static_cast<const T*>(ctx.buffers[id])[i];
@@ -95,7 +95,7 @@ struct evaluator {
   }
 
   template <class N, class... C>
-  LUMINAL_HD static value_t<N> apply_map(const kernel_context& ctx, index_t i, boost::mp11::mp_list<C...>) {
+  LUMINAL_HD static typename N::value_type apply_map(const kernel_context& ctx, index_t i, boost::mp11::mp_list<C...>) {
     return N::op::functor::apply(at<C>(ctx, i)...);
   }
 };

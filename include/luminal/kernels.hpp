@@ -11,7 +11,7 @@ namespace luminal {
 template <class Eval, class N>
 struct elementwise_body {
   kernel_context ctx;
-  value_t<N>* out;
+  typename N::value_type* out;
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
     for (index_t i = begin; i < end; ++i) out[i] = Eval::template at<N, true>(ctx, i);
   }
@@ -19,7 +19,7 @@ struct elementwise_body {
 
 template <class Eval, class N>
 struct reduce_body {
-  using T = value_t<N>;
+  using T = typename N::value_type;
   using F = typename N::op::functor;
   using Child = boost::mp11::mp_first<typename N::children>;
   using value_type = T;
@@ -106,7 +106,7 @@ struct kernel_runner {
 
   template <class N>
   void run() {
-    using T = value_t<N>;
+    using T = typename N::value_type;
     T* out = static_cast<T*>(buffers[Layout::template id<N>]);
     if constexpr (N::kind == op_kind::reduce) {
       using Child = boost::mp11::mp_first<typename N::children>;

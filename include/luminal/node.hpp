@@ -175,6 +175,10 @@ struct Extent : node_base {
   static constexpr Dim dim = D;
 };
 
+/// N's element type, for user code: `value_t<decltype(y)>`. The library writes
+/// `typename N::value_type`: nvcc's front end keeps `value_t<N>` as the spelling of the
+/// built-in type it yields and walks N's type wherever that type is used, which is
+/// exponential in a graph's depth (README, "Compile time under nvcc").
 template <class N>
 using value_t = typename std::remove_cvref_t<N>::value_type;
 template <class N>

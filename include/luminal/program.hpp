@@ -160,7 +160,7 @@ class program {
   template <std::size_t I = 0>
   auto output() const {
     using N = output_node<I>;
-    using T = value_t<N>;
+    using T = typename N::value_type;
     constexpr int id = output_ids[I];
     require_ran();
     std::vector<std::size_t> shape(N::shape::rank);
@@ -172,8 +172,8 @@ class program {
 
   /// Copies output I into `destination`, which must hold exactly its element count.
   template <std::size_t I = 0>
-  void read_output(std::span<value_t<output_node<I>>> destination) const {
-    using T = value_t<output_node<I>>;
+  void read_output(std::span<typename output_node<I>::value_type> destination) const {
+    using T = typename output_node<I>::value_type;
     require_ran();
     std::size_t count = element_count(output_ids[I]);
     if (destination.size() != count)
@@ -185,9 +185,9 @@ class program {
   /// Output I where it lies, in this backend's memory (device memory on a GPU), valid
   /// until the next run(): a tape copies or adds it into its own buffers on the device.
   template <std::size_t I = 0>
-  const value_t<output_node<I>>* output_data() const {
+  const typename output_node<I>::value_type* output_data() const {
     require_ran();
-    return static_cast<const value_t<output_node<I>>*>(buffers_[output_ids[I]]);
+    return static_cast<const typename output_node<I>::value_type*>(buffers_[output_ids[I]]);
   }
 
   /// Makes output I be written straight into `destination` (memory of this backend that
@@ -195,7 +195,7 @@ class program {
   /// nullptr gives it back to the arena. A training step points the updated parameters at
   /// the parameter store this way, so that no step copies them.
   template <std::size_t I>
-  void write_output_to(value_t<output_node<I>>* destination) {
+  void write_output_to(typename output_node<I>::value_type* destination) {
     static_assert(output_node<I>::kind != op_kind::input,
                   "luminal: write_output_to: this output is an input, which no kernel writes");
     constexpr int id = output_ids[I];
@@ -417,7 +417,7 @@ class program {
       if constexpr (layout::retained[I] && plan.stored[I]) {
         std::size_t count = 1;
         for (std::size_t k = 0; k < N::shape::rank; ++k) count *= std::size_t(dims[I * max_rank + k]);
-        bytes += count * sizeof(value_t<N>);
+        bytes += count * sizeof(typename N::value_type);
       }
     });
     return bytes;
@@ -438,7 +438,7 @@ class program {
       using N = boost::mp11::mp_at_c<nodes, I>;
       if constexpr (plan.stored[I] && N::kind != op_kind::input) {
         if (external_[I]) return;
-        std::size_t bytes = (element_count(I) * sizeof(value_t<N>) + 63) / 64 * 64;
+        std::size_t bytes = (element_count(I) * sizeof(typename N::value_type) + 63) / 64 * 64;
         requests.push_back({int(I), bytes, plan.kernel_of[I], plan.last_use[I]});
         unshared_bytes_ += bytes;
       }

@@ -124,7 +124,7 @@ struct reverse_pass {
   /// The cotangent of leaf W (zeros when the output does not depend on it).
   template <class W>
   static constexpr auto gradient() {
-    using T = value_t<W>;
+    using T = typename W::value_type;
     if constexpr (!floating_element<T>) {
       (void)error::gradient_of_non_float<W::name, dtype_text<T>()>{};
       return no_gradient{};
@@ -150,7 +150,7 @@ constexpr auto one_or_tuple(E... e) {
 template <expression Loss>
 constexpr void require_scalar() {
   static_assert(shape_t<Loss>::rank == 0, "luminal: grad() needs a scalar loss (reduce it with sum or mean), or use vjp()");
-  static_assert(floating_element<value_t<Loss>>, "luminal: grad() needs a floating-point loss");
+  static_assert(floating_element<typename Loss::value_type>, "luminal: grad() needs a floating-point loss");
 }
 }  // namespace detail
 
@@ -159,7 +159,7 @@ constexpr void require_scalar() {
 template <expression Loss, expression... Wrt>
 constexpr auto grad(Loss, Wrt...) {
   detail::require_scalar<Loss>();
-  using T = value_t<Loss>;
+  using T = typename Loss::value_type;
   using pass = reverse_pass<Loss, Const<T, T(1)>, std::remove_cvref_t<Wrt>...>;
   return detail::one_or_tuple(pass::template gradient<std::remove_cvref_t<Wrt>>()...);
 }
@@ -168,7 +168,7 @@ constexpr auto grad(Loss, Wrt...) {
 template <expression Loss, expression... Wrt>
 constexpr auto value_and_grad(Loss, Wrt...) {
   detail::require_scalar<Loss>();
-  using T = value_t<Loss>;
+  using T = typename Loss::value_type;
   using pass = reverse_pass<Loss, Const<T, T(1)>, std::remove_cvref_t<Wrt>...>;
   return std::tuple<Loss, decltype(pass::template gradient<std::remove_cvref_t<Wrt>>())...>{};
 }
@@ -179,7 +179,7 @@ template <expression Output, expression Cotangent, expression... Wrt>
 constexpr auto vjp_of(Output, Cotangent, Wrt...) {
   static_assert(std::is_same_v<shape_t<Output>, shape_t<Cotangent>>,
                 "luminal: the cotangent must have the output's shape");
-  static_assert(std::is_same_v<value_t<Output>, value_t<Cotangent>>,
+  static_assert(std::is_same_v<typename Output::value_type, typename Cotangent::value_type>,
                 "luminal: the cotangent must have the output's element type");
   using pass = reverse_pass<Output, std::remove_cvref_t<Cotangent>, std::remove_cvref_t<Wrt>...>;
   return detail::one_or_tuple(pass::template gradient<std::remove_cvref_t<Wrt>>()...);

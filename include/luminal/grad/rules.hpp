@@ -32,7 +32,7 @@ template <class F>
 struct vjp<Map<F>> {
   template <int K, class N, class G>
   static constexpr auto rule(G g) {
-    using T = value_t<N>;
+    using T = typename N::value_type;
     using x = child_t<N, 0>;
     if constexpr (std::is_same_v<F, fn::Add>) return g;
     else if constexpr (std::is_same_v<F, fn::Mul>) return g * child_t<N, 1 - K>{};
@@ -55,7 +55,7 @@ struct vjp<Map<F>> {
       else if constexpr (K == 1) return where(cond{}, g, c<0>);
       else return where(cond{}, c<0>, g);
     } else if constexpr (requires { typename F::cast_target; }) {
-      using From = value_t<x>;
+      using From = typename x::value_type;
       if constexpr (floating_element<From> && floating_element<T>) return cast<From>(g);
       else return no_gradient{};
     } else if constexpr (std::is_same_v<F, fn::StopGradient>) {
@@ -92,7 +92,7 @@ constexpr auto max_tie_count() {
     return c<1>;
   } else {
     using Y = typename max_link<X>::input;
-    auto ties = cast<value_t<X>>(equal(Y{}, expand(X{}, shape_t<Y>{}))) * max_tie_count<Y>();
+    auto ties = cast<typename X::value_type>(equal(Y{}, expand(X{}, shape_t<Y>{}))) * max_tie_count<Y>();
     return sum<max_link<X>::axis>(ties, keepdim);
   }
 }
@@ -111,7 +111,7 @@ struct vjp<Reduce<F, Axis>> {
       // Each link of a several-axis chain weighs its tied elements by the ties below them
       // (weight = is_max when x is not itself a max), so the chain gives every tied
       // element of the input g / (total ties), not g split axis by axis.
-      using T = value_t<N>;
+      using T = typename N::value_type;
       auto weight = cast<T>(equal(x{}, expand(N{}, In{}))) * detail::max_tie_count<x>();
       return expand(g * recip(sum<Axis>(weight, keepdim)), In{}) * weight;
     }
@@ -254,7 +254,7 @@ struct vjp<Gather> {
     } else {
       using Table = child_t<N, 0>;
       using Index = child_t<N, 1>;
-      using T = value_t<N>;
+      using T = typename N::value_type;
       constexpr auto rows = [] { Dim n{1}; for (const Dim& d : shape_t<Index>::dims) n = n * d; return n; }();
       constexpr auto row_size = [] { Dim n{1}; for (std::size_t k = 1; k < shape_t<Table>::rank; ++k) n = n * shape_t<Table>::dims[k]; return n; }();
       constexpr Dim vocabulary = shape_t<Table>::dims[0];

@@ -56,7 +56,7 @@ namespace detail {
 template <class Self, class Other>
 constexpr auto typed_operand() {
   if constexpr (is_literal<Self>::value) {
-    using T = std::conditional_t<is_literal<Other>::value, f64, value_t<Other>>;
+    using T = std::conditional_t<is_literal<Other>::value, f64, typename Other::value_type>;
     return Const<T, static_cast<T>(Self::value)>{};
   } else {
     return Self{};
@@ -81,14 +81,14 @@ constexpr auto make_binary(A, B) {
   using TA = decltype(detail::typed_operand<std::remove_cvref_t<A>, std::remove_cvref_t<B>>());
   using TB = decltype(detail::typed_operand<std::remove_cvref_t<B>, std::remove_cvref_t<A>>());
   // Each failure stops here, so the user sees one error, not a cascade.
-  if constexpr (!std::is_same_v<value_t<TA>, value_t<TB>>) {
-    (void)error::element_types_differ<dtype_text<value_t<TA>>(), dtype_text<value_t<TB>>()>{};
+  if constexpr (!std::is_same_v<typename TA::value_type, typename TB::value_type>) {
+    (void)error::element_types_differ<dtype_text<typename TA::value_type>(), dtype_text<typename TB::value_type>()>{};
     return TA{};
   } else if constexpr (!broadcast_rule(shape_t<TA>::dims, shape_t<TB>::dims).ok) {
     (void)error::shapes_cannot_broadcast<shape_t<TA>::text, shape_t<TB>::text>{};
     return TA{};
   } else {
-    detail::check_operand_type<F, value_t<TA>>();
+    detail::check_operand_type<F, typename TA::value_type>();
     using S = decltype(broadcast_shapes<shape_t<TA>, shape_t<TB>>());
     using Simpler = decltype(detail::simplify_binary<F, TA, TB, S>());
     if constexpr (!std::is_same_v<Simpler, not_simplified>) return Simpler{};

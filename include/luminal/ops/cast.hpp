@@ -19,7 +19,7 @@ struct Cast {
 /// Converts the element type: `auto y = cast<f64>(x);` (x itself when already of type T).
 template <element_type T, expression X>
 constexpr auto cast(X x) {
-  if constexpr (std::is_same_v<value_t<X>, T>) return std::remove_cvref_t<X>{};
+  if constexpr (std::is_same_v<typename X::value_type, T>) return std::remove_cvref_t<X>{};
   else return make_unary<fn::Cast<T>>(x);
 }
 

@@ -26,8 +26,8 @@ struct Gather {
 template <expression Table, expression Index>
 constexpr auto gather(Table, Index) {
   static_assert(rank_v<Table> >= 1, "luminal: gather needs a table of rank >= 1");
-  if constexpr (!std::is_same_v<value_t<Index>, i32>)
-    (void)error::index_must_be_integer<dtype_text<value_t<Index>>()>{};
+  if constexpr (!std::is_same_v<typename Index::value_type, i32>)
+    (void)error::index_must_be_integer<dtype_text<typename Index::value_type>()>{};
   return typename node_of<Gather, std::remove_cvref_t<Table>, std::remove_cvref_t<Index>>::type{};
 }
 

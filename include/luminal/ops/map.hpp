@@ -60,7 +60,7 @@ struct not_simplified;
 
 template <class F, expression X>
 constexpr auto make_unary(X) {
-  detail::check_operand_type<F, value_t<X>>();
+  detail::check_operand_type<F, typename X::value_type>();
   using Simpler = decltype(detail::simplify_unary<F, std::remove_cvref_t<X>>());
   if constexpr (!std::is_same_v<Simpler, not_simplified>) return Simpler{};
   else return typename node_of<Map<F>, std::remove_cvref_t<X>>::type{};

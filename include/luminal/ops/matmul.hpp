@@ -52,8 +52,8 @@ constexpr auto matmul(A a, B b) {
     (void)error::matmul_inner_extents_differ<SA::text, SB::text>{};
     return a;
   } else {
-    static_assert(std::is_same_v<value_t<A>, value_t<B>>, "luminal: matmul operands must have the same element type");
-    static_assert(floating_element<value_t<A>>, "luminal: matmul needs f32 or f64 operands");
+    static_assert(std::is_same_v<typename A::value_type, typename B::value_type>, "luminal: matmul operands must have the same element type");
+    static_assert(floating_element<typename A::value_type>, "luminal: matmul needs f32 or f64 operands");
     constexpr std::size_t R = SA::rank > SB::rank ? SA::rank : SB::rank;
     constexpr auto rule = broadcast_rule(detail::batch_dims_padded<SA, R>(), detail::batch_dims_padded<SB, R>());
     if constexpr (!rule.ok) {

@@ -34,7 +34,7 @@ constexpr auto mean(X x, Keep... keep) {
   using In = shape_t<X>;
   constexpr auto mask = detail::axis_mask<In::rank, Axes...>();
   auto total = sum<Axes...>(x, keep...);
-  using Count = decltype(detail::count_expression<value_t<X>, In, mask>());
+  using Count = decltype(detail::count_expression<typename X::value_type, In, mask>());
   if constexpr (is_literal<Count>::value) return total * c<1.0 / Count::value>;
   else return total * recip(Count{});
 }

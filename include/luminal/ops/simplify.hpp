@@ -63,7 +63,7 @@ struct operand_of<F, N> {
 
 template <class F, class TA, class TB, class S>
 constexpr auto simplify_binary() {
-  using T = value_t<TA>;
+  using T = typename TA::value_type;
   constexpr bool both_known = constant_value<TA>::known && constant_value<TB>::known;
   if constexpr (std::is_same_v<F, fn::Mul>) {
     if constexpr (both_known)
@@ -85,7 +85,7 @@ constexpr auto simplify_binary() {
 
 template <class F, class X>
 constexpr auto simplify_unary() {
-  using T = value_t<X>;
+  using T = typename X::value_type;
   if constexpr (std::is_same_v<F, fn::Neg> && !std::is_void_v<typename operand_of<fn::Neg, X>::type>)
     return typename operand_of<fn::Neg, X>::type{};
   else if constexpr (std::is_same_v<F, fn::Neg> && constant_value<X>::known && !std::is_same_v<T, bool>)

@@ -18,11 +18,11 @@ struct Where {
 /// `auto relu = where(less_than(x, 0.0_c), 0.0_c, x);`
 template <expression C, expression A, expression B>
 constexpr auto where(C, A, B) {
-  static_assert(std::is_same_v<value_t<C>, bool>, "luminal: where's condition must be a bool tensor (compare with less_than)");
+  static_assert(std::is_same_v<typename C::value_type, bool>, "luminal: where's condition must be a bool tensor (compare with less_than)");
   using TA = decltype(detail::typed_operand<std::remove_cvref_t<A>, std::remove_cvref_t<B>>());
   using TB = decltype(detail::typed_operand<std::remove_cvref_t<B>, std::remove_cvref_t<A>>());
-  if constexpr (!std::is_same_v<value_t<TA>, value_t<TB>>) {
-    (void)error::element_types_differ<dtype_text<value_t<TA>>(), dtype_text<value_t<TB>>()>{};
+  if constexpr (!std::is_same_v<typename TA::value_type, typename TB::value_type>) {
+    (void)error::element_types_differ<dtype_text<typename TA::value_type>(), dtype_text<typename TB::value_type>()>{};
     return TA{};
   } else if constexpr (!broadcast_rule(shape_t<TA>::dims, shape_t<TB>::dims).ok) {
     (void)error::shapes_cannot_broadcast<shape_t<TA>::text, shape_t<TB>::text>{};

@@ -57,7 +57,7 @@ auto op_of() {
 }
 
 template <class L, std::size_t I, class N = boost::mp11::mp_at_c<typename L::nodes, I>>
-using node_of = node<N::kind, typename decltype(op_of<N>())::type, value_t<N>, L::plan.stored[I],
+using node_of = node<N::kind, typename decltype(op_of<N>())::type, typename N::value_type, L::plan.stored[I],
                      decltype(static_extents<typename N::shape>(std::make_index_sequence<N::shape::rank>{})),
                      decltype(child_ids<L>(typename N::children{}))>;
 
