@@ -77,10 +77,7 @@ class tape {
   tape(const tape&) = delete;
   tape& operator=(const tape&) = delete;
   ~tape() {
-    for (slot& s : slots_) {
-      backend_.deallocate(s.value.data);
-      backend_.deallocate(s.cotangent.data);
-    }
+    for (slot& s : slots_) release(s);
   }
 
   /// A value that gets no gradient (data, token ids, labels).
@@ -213,10 +210,7 @@ class tape {
   }
   /// Releases the memory clear() keeps.
   void shrink() {
-    for (std::size_t i = live_slots_; i < slots_.size(); ++i) {
-      backend_.deallocate(slots_[i].value.data);
-      backend_.deallocate(slots_[i].cotangent.data);
-    }
+    for (std::size_t i = live_slots_; i < slots_.size(); ++i) release(slots_[i]);
     slots_.resize(live_slots_);
     slots_.shrink_to_fit();
   }
@@ -228,8 +222,6 @@ class tape {
     for (std::size_t i = 0; i < live_slots_; ++i) bytes += slots_[i].value.bytes;
     return bytes;
   }
-  /// The backend object the tape's own copies and additions run on.
-  const B& backend() const { return backend_; }
 
   // ---- used by block -------------------------------------------------------------------
   /// Memory of the backend, kept across clear() and grown when a larger value needs it.
@@ -269,9 +261,7 @@ class tape {
     slot& s = slots_[live_slots_];
     s.dtype = dtype;
     s.shape.assign(shape.begin(), shape.end());
-    std::size_t count = 1;
-    for (index_t e : shape) count *= std::size_t(e);
-    reserve(s.value, count * dtype_size(dtype));
+    reserve(s.value, element_count(shape) * dtype_size(dtype));
     s.has_cotangent = false;
     s.requires_grad = requires_grad;
     return int(live_slots_++);
@@ -295,24 +285,19 @@ class tape {
   template <class T>
   void add_to_cotangent(int id, const T* incoming) {
     slot& s = slot_at(id);
-    if (!s.has_cotangent) {
-      reserve(s.cotangent, s.value.bytes);
-      backend_.device_copy(s.cotangent.data, incoming, s.value.bytes);
-      s.has_cotangent = true;
-    } else {
-      add_into(backend_, static_cast<T*>(s.cotangent.data), incoming, s.value.bytes / sizeof(T));
-    }
+    const bool fresh = !s.has_cotangent;
+    if (fresh) reserve(s.cotangent, s.value.bytes);
+    copy_or_add(static_cast<T*>(s.cotangent.data), fresh, incoming, s.value.bytes / sizeof(T));
+    s.has_cotangent = true;
   }
   /// Adds `incoming` (backend memory) into the gradient of parameter `name`.
   template <class T>
   void add_to_parameter_gradient(const std::string& name, std::span<const index_t> shape, const T* incoming) {
-    std::size_t count = 1;
-    for (index_t e : shape) count *= std::size_t(e);
+    const std::size_t count = element_count(shape);
     if (device_parameters_) {
       const bool fresh = !device_gradients_.contains(name);
       auto& target = device_gradients_.add(name, dtype_of<T>(), std::vector<index_t>(shape.begin(), shape.end()));
-      if (fresh) backend_.device_copy(target.current, incoming, count * sizeof(T));
-      else add_into(backend_, static_cast<T*>(target.current), incoming, count);
+      copy_or_add(static_cast<T*>(target.current), fresh, incoming, count);
       return;
     }
     if (!gradients_.contains(name)) {
@@ -323,15 +308,14 @@ class tape {
       gradients_.insert(name, std::move(zeros));
     }
     auto& target = gradients_.at(name).data;
-    T* sum = reinterpret_cast<T*>(target.data());
-    if constexpr (B::host_accessible) {
-      for (std::size_t i = 0; i < count; ++i) sum[i] += incoming[i];
-    } else {
+    const T* addend = incoming;
+    if constexpr (!B::host_accessible) {
       scratch_.resize(count * sizeof(T));
       backend_.to_host(scratch_.data(), incoming, count * sizeof(T));
-      const T* staged = reinterpret_cast<const T*>(scratch_.data());
-      for (std::size_t i = 0; i < count; ++i) sum[i] += staged[i];
+      addend = reinterpret_cast<const T*>(scratch_.data());
     }
+    T* sum = reinterpret_cast<T*>(target.data());
+    for (std::size_t i = 0; i < count; ++i) sum[i] += addend[i];
   }
   /// Binds stored parameter `stored_name` to the leaf `leaf` of `prog`; `expected` (when
   /// not empty) is the shape the leaf declares, and `who` names the reader in errors.
@@ -363,10 +347,25 @@ class tape {
   }
 
  private:
+  static std::size_t element_count(std::span<const index_t> shape) {
+    std::size_t count = 1;
+    for (index_t e : shape) count *= std::size_t(e);
+    return count;
+  }
+  /// The first contribution to a gradient is copied in; later ones are added, on the device.
+  template <class T>
+  void copy_or_add(T* target, bool fresh, const T* incoming, std::size_t count) {
+    if (fresh) backend_.device_copy(target, incoming, count * sizeof(T));
+    else add_into(backend_, target, incoming, count);
+  }
+  void release(slot& s) {
+    backend_.deallocate(s.value.data);
+    backend_.deallocate(s.cotangent.data);
+  }
   void reserve(buffer& b, std::size_t bytes) {
     if (b.capacity < bytes) {
       backend_.deallocate(b.data);
-      b.data = nullptr, b.capacity = 0;
+      b.data = nullptr, b.capacity = 0;  // nothing dangling if allocate throws
       b.data = backend_.allocate(bytes);
       b.capacity = bytes;
     }
