@@ -33,6 +33,8 @@ static_assert(backend<counting_device>);
 
 #if defined(LUMINAL_TEST_CUDA)
 using device_test_backends = std::tuple<luminal::cuda>;
+#elif defined(LUMINAL_TEST_KOKKOS_DEVICE)
+using device_test_backends = std::tuple<luminal::kokkos<Kokkos::DefaultExecutionSpace>>;
 #else
 using device_test_backends = std::tuple<test::counting_device>;
 #endif

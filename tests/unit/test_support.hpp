@@ -16,9 +16,15 @@
 // luminal_cuda_tests (tests/cuda/): the same test sources, compiled by nvcc, on the GPU only.
 #include <luminal/backends/cuda.hpp>
 using test_backends = std::tuple<luminal::cuda>;
-#elif defined(LUMINAL_TEST_KOKKOS)
+#elif defined(LUMINAL_TEST_KOKKOS_DEVICE)
+// luminal_kokkos_tests (tests/kokkos/): the same sources, compiled through a CUDA Kokkos'
+// nvcc_wrapper, on Kokkos' default execution space (the GPU) only.
 #include <luminal/backends/kokkos.hpp>
-using test_backends = std::tuple<luminal::host, luminal::kokkos<Kokkos::Serial>>;
+using test_backends = std::tuple<luminal::kokkos<Kokkos::DefaultExecutionSpace>>;
+#elif defined(LUMINAL_TEST_KOKKOS)
+// A host-only Kokkos (Debian's is Serial; an HPC site's may be OpenMP).
+#include <luminal/backends/kokkos.hpp>
+using test_backends = std::tuple<luminal::host, luminal::kokkos<Kokkos::DefaultHostExecutionSpace>>;
 #else
 using test_backends = std::tuple<luminal::host>;
 #endif
