@@ -5,20 +5,12 @@
 #include <catch2/catch.hpp>
 
 #ifdef LUMINAL_TEST_KOKKOS
-#include <Kokkos_Core.hpp>
+#include "kokkos/session.hpp"
 #endif
 
 int main(int argc, char* argv[]) {
 #ifdef LUMINAL_TEST_KOKKOS
-  Kokkos::initialize(argc, argv);
-  int result = 0;
-  {
-    // Everything holding Kokkos views must be gone before finalize.
-    Catch::Session session;
-    result = session.run(argc, argv);
-  }
-  Kokkos::finalize();
-  return result;
+  return test::run_catch_session_in_kokkos(argc, argv);
 #else
   return Catch::Session().run(argc, argv);
 #endif

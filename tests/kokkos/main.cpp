@@ -8,9 +8,10 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <cstring>
+
+#include "session.hpp"
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
 #endif
@@ -36,13 +37,5 @@ int main(int argc, char* argv[]) {
     std::printf("luminal_kokkos_tests: no CUDA device (cudaGetDeviceCount found none): skipped, nothing ran\n");
     return 77;
   }
-  Kokkos::initialize(argc, argv);
-  int result = 0;
-  {
-    // Everything holding Kokkos views must be gone before finalize.
-    Catch::Session session;
-    result = session.run(argc, argv);
-  }
-  Kokkos::finalize();
-  return result;
+  return test::run_catch_session_in_kokkos(argc, argv);
 }
