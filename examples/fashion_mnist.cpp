@@ -261,7 +261,10 @@ int train(const options& opt, ModelFn model, Modules modules) {
     }
   }
   std::printf("final test accuracy %.4f\n", accuracy);
-  if (opt.profile) std::fputs(step.program().profile().c_str(), stdout);
+  if (opt.profile) {
+    std::fputs(step.program().profile().c_str(), stdout);
+    std::fputs(step.program().describe().c_str(), stdout);
+  }
   return 0;
 }
 }  // namespace

@@ -1,10 +1,13 @@
-// Evaluating a fused kernel: a node's value at one flat index, recursing through the
-// nodes the plan fuses and loading from buffers where the plan stored a value. The same
-// code runs in host threads, Kokkos and CUDA kernels.
+// Evaluating a fused kernel: a node's value at given coordinates, recursing through the
+// nodes the plan fuses and loading from buffers where the plan stored a value. Views map
+// coordinates (ops/view.hpp); a stored read is one multiply-add per axis, which a loop
+// nest turns into one increment per element. Subtrees that only combine same-shape values
+// (maps, reshapes, stored reads) are "flat" and also evaluate at a flat index. The same
+// code runs in host threads, Kokkos and CUDA kernels, over the numbered graph of flat.hpp.
 #pragma once
 #include <boost/mp11/algorithm.hpp>
 
-#include "graph.hpp"
+#include "flat.hpp"
 #include "ops/view.hpp"
 #include "plan.hpp"
 
@@ -35,68 +38,150 @@ struct program_layout {
   static constexpr int id = node_id<Nodes, N>;
 };
 
-template <class Layout>
+namespace detail {
+/// Row-major flat index of coordinates c: Horner's rule, no division.
+template <std::size_t R>
+LUMINAL_INLINE index_t ravel(const extents<R>& c, const extents<R>& dims) {
+  index_t flat = 0;
+  for (std::size_t k = 0; k < R; ++k) flat = flat * dims[k] + c[k];
+  return flat;
+}
+}  // namespace detail
+
+/// The evaluator of flat program P (flat.hpp).
+template <class P>
 struct evaluator {
-  /// Runtime extents of node N; static extents are compile-time constants.
-  template <class N>
-  LUMINAL_HD static extents<N::shape::rank> dims(const kernel_context& ctx) {
-    return dims_impl<N>(ctx, std::make_index_sequence<N::shape::rank>{});
+  template <int Id>
+  using node_t = boost::mp11::mp_at_c<typename P::nodes, Id>;
+  template <int Id>
+  using value_type = typename node_t<Id>::value_type;
+  template <int Id>
+  using coords = extents<node_t<Id>::rank>;
+
+  /// Runtime extents of node Id; static extents are compile-time constants.
+  template <int Id>
+  LUMINAL_HD static coords<Id> dims(const kernel_context& ctx) {
+    return dims_impl<Id>(ctx, typename node_t<Id>::static_extents{}, std::make_index_sequence<node_t<Id>::rank>{});
   }
-  template <class N, std::size_t... I>
-  LUMINAL_HD static extents<sizeof...(I)> dims_impl(const kernel_context& ctx, std::index_sequence<I...>) {
-    [[maybe_unused]] constexpr auto d = N::shape::dims;  // unused for rank-0 nodes
-    constexpr index_t row = index_t(Layout::template id<N>) * index_t(Layout::max_rank);
-    return {(d[I].is_static() ? index_t(d[I].offset) : ctx.dims[row + index_t(I)])...};
+  template <int Id, index_t... E, std::size_t... K>
+  LUMINAL_HD static extents<sizeof...(K)> dims_impl(const kernel_context& ctx, std::integer_sequence<index_t, E...>,
+                                                    std::index_sequence<K...>) {
+    [[maybe_unused]] const index_t* row = ctx.dims + index_t(Id) * index_t(P::max_rank);
+    return {(E >= 0 ? E : row[K])...};
   }
 
-  /// The value of node N at flat index i. With Root, a stored node is computed rather
-  /// than loaded: it is the value the running kernel produces.
-  template <class N, bool Root = false>
-  LUMINAL_HD static typename N::value_type at(const kernel_context& ctx, index_t i) {
-    using T = typename N::value_type;
-    constexpr int id = Layout::template id<N>;
-    if constexpr (N::kind == op_kind::input || (!Root && Layout::plan.stored[id])) {
-      return static_cast<const T*>(ctx.buffers[id])[i];
-    } else if constexpr (N::kind == op_kind::constant) {
-      return static_cast<T>(N::value);
-    } else if constexpr (N::kind == op_kind::extent) {
-      return static_cast<T>(ctx.dims[index_t(id) * index_t(Layout::max_rank)]);
+  /// Whether node Id evaluates at a flat index (see the top of this file). With Root, its
+  /// own buffer is the one being written, so its children decide.
+  template <int Id, bool Root = false>
+  static constexpr bool is_flat() {
+    using N = node_t<Id>;
+    if constexpr (N::kind == op_kind::input || (!Root && N::stored) || N::kind == op_kind::constant ||
+                  N::kind == op_kind::extent) {
+      return true;
     } else if constexpr (N::kind == op_kind::map) {
-      return apply_map<N>(ctx, i, typename N::children{});
+      return all_flat(typename N::children{});
     } else if constexpr (N::kind == op_kind::view) {
-      using C = boost::mp11::mp_first<typename N::children>;
-      index_t j = N::op::source(i, dims<N>(ctx), dims<C>(ctx));
-      if constexpr (requires { N::op::pad_value; }) {
-        if (j < 0) return static_cast<T>(N::op::pad_value);
+      constexpr int C = flat::detail::first(typename N::children{});
+      if constexpr (broadcasts_one_element<Id>()) return true;  // a broadcast scalar
+      else if constexpr (requires { N::op::is_reshape; }) return is_flat<C>();
+      else return false;
+    } else {
+      return false;
+    }
+  }
+  template <int... C>
+  static constexpr bool all_flat(std::integer_sequence<int, C...>) { return (is_flat<C>() && ...); }
+  /// Whether view node Id shows the one element of its child everywhere: its child has
+  /// one element whatever the extents bound (rank 0, or all extents 1), and it pads nothing.
+  template <int Id>
+  static constexpr bool broadcasts_one_element() {
+    using N = node_t<Id>;
+    constexpr int C = flat::detail::first(typename N::children{});
+    constexpr bool one = []<index_t... E>(std::integer_sequence<index_t, E...>) {
+      return ((E == 1) && ...);
+    }(typename node_t<C>::static_extents{});
+    return one && !requires { N::op::pad_value; };
+  }
+
+  /// The value of node Id at coordinates c. With Root, a stored node is computed rather
+  /// than loaded: it is the value the running kernel produces.
+  template <int Id, bool Root = false>
+  LUMINAL_HD static value_type<Id> at(const kernel_context& ctx, const coords<Id>& c) {
+    using N = node_t<Id>;
+    using T = value_type<Id>;
+    if constexpr (N::kind == op_kind::input || (!Root && N::stored)) {
+      return static_cast<const T*>(ctx.buffers[Id])[detail::ravel(c, dims<Id>(ctx))];
+    } else if constexpr (N::kind == op_kind::constant) {
+      return static_cast<T>(N::op::value);
+    } else if constexpr (N::kind == op_kind::extent) {
+      return static_cast<T>(ctx.dims[index_t(Id) * index_t(P::max_rank)]);
+    } else if constexpr (N::kind == op_kind::map) {
+      return apply_map<Id>(ctx, c, typename N::children{});
+    } else if constexpr (N::kind == op_kind::view) {
+      constexpr int C = flat::detail::first(typename N::children{});
+      if constexpr (broadcasts_one_element<Id>()) {
+        return at<C>(ctx, {});
+      } else if constexpr (requires { N::op::is_reshape; } && is_flat<C>()) {
+        return at_flat<C>(ctx, detail::ravel(c, dims<Id>(ctx)));  // no unravel: same flat order
+      } else {
+        auto child_dims = dims<C>(ctx);
+        coords<C> cc = N::op::to_child(c, dims<Id>(ctx), child_dims);
+        if constexpr (requires { N::op::pad_value; }) {
+          if (!N::op::inside(cc, child_dims)) return static_cast<T>(N::op::pad_value);
+        }
+        return at<C>(ctx, cc);
       }
-      return at<C>(ctx, j);
     } else if constexpr (N::kind == op_kind::gather) {
-      using Table = boost::mp11::mp_first<typename N::children>;
-      using Index = boost::mp11::mp_second<typename N::children>;
+      constexpr int Table = flat::detail::first(typename N::children{});
+      constexpr int Index = flat::detail::second(typename N::children{});
+      constexpr std::size_t index_rank = node_t<Index>::rank, table_rank = node_t<Table>::rank;
+      coords<Index> ic{};
+      for (std::size_t k = 0; k < index_rank; ++k) ic[k] = c[k];
+      index_t row = index_t(at<Index>(ctx, ic));
       auto table_dims = dims<Table>(ctx);
-      index_t inner = detail::inner_size(table_dims, 0);
-      index_t row = at<Index>(ctx, i / inner);
       if (row < 0 || row >= table_dims[0]) {
         *ctx.error_flag = 1;
         return T(0);
       }
-      return at<Table>(ctx, row * inner + i % inner);
+      coords<Table> tc{};
+      tc[0] = row;
+      for (std::size_t k = 1; k < table_rank; ++k) tc[k] = c[index_rank + k - 1];
+      return at<Table>(ctx, tc);
     } else if constexpr (N::kind == op_kind::iota) {
-      // One division where the axis is the first or the last (a causal mask's two iotas).
-      constexpr std::size_t axis = N::op::axis, rank = N::shape::rank;
-      auto d = dims<N>(ctx);
-      if constexpr (axis + 1 == rank) return static_cast<T>(i % d[axis]);
-      else if constexpr (axis == 0) return static_cast<T>(i / detail::inner_size(d, 0));
-      else return static_cast<T>((i / detail::inner_size(d, axis)) % d[axis]);
+      return static_cast<T>(c[N::op::axis]);
     } else {
       static_assert(N::kind == op_kind::input, "luminal: internal error: a reduce or matmul was not stored");
       return T{};
     }
   }
 
-  template <class N, class... C>
-  LUMINAL_HD static typename N::value_type apply_map(const kernel_context& ctx, index_t i, boost::mp11::mp_list<C...>) {
-    return N::op::functor::apply(at<C>(ctx, i)...);
+  /// The value of a flat node (is_flat) at flat index i.
+  template <int Id, bool Root = false>
+  LUMINAL_HD static value_type<Id> at_flat(const kernel_context& ctx, index_t i) {
+    using N = node_t<Id>;
+    using T = value_type<Id>;
+    if constexpr (N::kind == op_kind::input || (!Root && N::stored)) {
+      return static_cast<const T*>(ctx.buffers[Id])[i];
+    } else if constexpr (N::kind == op_kind::map) {
+      return apply_map_flat<Id>(ctx, i, typename N::children{});
+    } else if constexpr (N::kind == op_kind::view) {
+      constexpr int C = flat::detail::first(typename N::children{});
+      if constexpr (broadcasts_one_element<Id>()) return at<C>(ctx, {});  // a broadcast scalar
+      else return at_flat<C>(ctx, i);                             // a reshape
+    } else {
+      return at<Id, Root>(ctx, {});  // constants and extents: rank 0
+    }
+  }
+
+  template <int Id, int... C>
+  LUMINAL_HD static value_type<Id> apply_map(const kernel_context& ctx, const coords<Id>& c,
+                                             std::integer_sequence<int, C...>) {
+    return node_t<Id>::op::functor::apply(at<C>(ctx, c)...);
+  }
+  template <int Id, int... C>
+  LUMINAL_HD static value_type<Id> apply_map_flat(const kernel_context& ctx, index_t i,
+                                                  std::integer_sequence<int, C...>) {
+    return node_t<Id>::op::functor::apply(at_flat<C>(ctx, i)...);
   }
 };
 

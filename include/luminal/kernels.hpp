@@ -1,5 +1,5 @@
-// The three kernel shapes a plan launches: a fused elementwise loop, a reduction over one
-// axis (with the reduced expression fused into its inner loop), and batched GEMM.
+// The three kernel shapes a plan launches: a fused elementwise loop nest, a reduction over
+// one axis (with the reduced expression fused into its inner loop), and batched GEMM.
 #pragma once
 #include <boost/mp11/algorithm.hpp>
 #include <cstdint>
@@ -8,41 +8,246 @@
 
 namespace luminal {
 
-template <class Eval, class N>
-struct elementwise_body {
+namespace detail {
+/// Where a kernel rooted at Id loops: over the coordinates of node `it`, which is the root
+/// or, past the reshapes at the root (same elements, same order), a permute's input, read
+/// in its own order while the permuted writes go out at a stride. `permute` is that
+/// permute, or -1.
+template <class P, int Id>
+struct iteration {
+  template <int N>
+  using node = typename evaluator<P>::template node_t<N>;
+  template <int N>
+  static constexpr int child = flat::detail::first(typename node<N>::children{});
+  template <int N>
+  static constexpr bool peelable = node<N>::kind == op_kind::view && !node<child<N>>::stored && node<child<N>>::rank > 0;
+  static constexpr int past_reshapes = [] {
+    if constexpr (requires { node<Id>::op::is_reshape; }) {
+      if constexpr (peelable<Id>) return iteration<P, child<Id>>::past_reshapes;
+      else return Id;
+    } else {
+      return Id;
+    }
+  }();
+  static constexpr int permute = [] {
+    if constexpr (requires { node<past_reshapes>::op::from_child(extents<node<past_reshapes>::rank>{}); }) {
+      if constexpr (peelable<past_reshapes>) return past_reshapes;
+      else return -1;
+    } else {
+      return -1;
+    }
+  }();
+  static constexpr int it = [] {
+    if constexpr (permute >= 0) return child<permute>;
+    else return past_reshapes;
+  }();
+};
+
+/// The last axis of a shape whose extent is not statically 1 (0 if there is none): the
+/// loop nests' inner axis. Axes after it hold coordinate 0 only.
+template <index_t... E>
+constexpr std::size_t row_axis(std::integer_sequence<index_t, E...>) {
+  constexpr index_t extents[] = {E..., 0};
+  std::size_t axis = 0;
+  for (std::size_t k = 0; k < sizeof...(E); ++k)
+    if (extents[k] != 1) axis = k;
+  return axis;
+}
+
+/// Runs row(c, i, first, n) for the rows of coordinates c covering flat indices
+/// [begin, end) of a shape with extents d: a row is n consecutive values of axis Row from
+/// `first`, at flat indices i, i + 1, ... (axes after Row have extent 1). The coordinates
+/// advance by increments: divisions happen once per call, not per element.
+template <std::size_t Row, std::size_t R, class F>
+LUMINAL_INLINE void for_each_row(index_t begin, index_t end, const extents<R>& d, F&& row) {
+  auto c = unravel(begin, d);
+  for (index_t i = begin; i < end;) {
+    index_t first = c[Row], n = d[Row] - first < end - i ? d[Row] - first : end - i;
+    row(c, i, first, n);
+    i += n;
+    c[Row] = 0;
+    for (std::size_t k = Row; k-- > 0;) {
+      if (++c[k] < d[k]) break;
+      c[k] = 0;
+    }
+  }
+}
+}  // namespace detail
+
+/// A fused elementwise kernel: writes node Id of flat program P over flat indices
+/// [begin, end). Flat kernels run one loop; others a loop nest over the coordinates of the
+/// iteration node (detail::iteration), whose innermost loop advances every read by its
+/// stride.
+template <class P, int Id>
+struct elementwise_kernel {
+  using eval = evaluator<P>;
+  using T = typename eval::template value_type<Id>;
+  using where = detail::iteration<P, Id>;
+  static constexpr int it = where::it;
+  static constexpr bool root = it == Id;
+  static constexpr std::size_t rank = eval::template node_t<it>::rank;
   kernel_context ctx;
-  typename N::value_type* out;
+  T* out;
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
-    for (index_t i = begin; i < end; ++i) out[i] = Eval::template at<N, true>(ctx, i);
+    if constexpr (where::permute < 0 && eval::template is_flat<it, root>()) {
+      for (index_t i = begin; i < end; ++i) out[i] = eval::template at_flat<it, root>(ctx, i);
+    } else if constexpr (rank == 0) {
+      if (begin < end) out[0] = eval::template at<it, root>(ctx, {});
+    } else {
+      constexpr std::size_t row = detail::row_axis(typename eval::template node_t<it>::static_extents{});
+      detail::for_each_row<row>(begin, end, eval::template dims<it>(ctx),
+                                [&](extents<rank>& c, index_t i, index_t first, index_t n) {
+        if constexpr (where::permute < 0) {
+          T* line = out + i;
+          for (index_t j = 0; j < n; ++j) {
+            c[row] = first + j;
+            line[j] = eval::template at<it, root>(ctx, c);
+          }
+        } else {
+          using Perm = typename eval::template node_t<where::permute>;
+          auto out_dims = eval::template dims<where::permute>(ctx);
+          for (index_t j = 0; j < n; ++j) {
+            c[row] = first + j;
+            out[detail::ravel(Perm::op::from_child(c), out_dims)] = eval::template at<it>(ctx, c);
+          }
+        }
+      });
+    }
   }
 };
 
-template <class Eval, class N>
-struct reduce_body {
-  using T = typename N::value_type;
+/// A reduction of node Id (Reduce over Axis of its child) for outputs [begin, end), in
+/// rows of outputs along the output's inner axis. When the reduced axis comes after that
+/// axis, each output runs its own loop over the reduced axis (in several partial results);
+/// otherwise each step of the reduced axis is combined into the whole row, a loop over
+/// consecutive outputs that vectorizes. Backends that split the reduced axis across threads (a block per output on
+/// a GPU) use identity / combine / element / store through parallel_reduce.
+template <class P, int Id>
+struct reduce_kernel {
+  using eval = evaluator<P>;
+  using N = typename eval::template node_t<Id>;
+  using T = typename eval::template value_type<Id>;
   using F = typename N::op::functor;
-  using Child = boost::mp11::mp_first<typename N::children>;
   using value_type = T;
+  static constexpr int child = flat::detail::first(typename N::children{});
+  static constexpr std::size_t rank = N::rank;
+  static constexpr std::size_t axis = std::size_t(N::op::axis);
+  static constexpr std::size_t row = detail::row_axis(typename N::static_extents{});
+  static constexpr int lanes = 8;
   kernel_context ctx;
   T* out;
-  index_t extent, inner;
+
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
-    for (index_t o = begin; o < end; ++o) {
-      index_t base = (o / inner) * extent * inner + o % inner;
-      T acc = F::template identity<T>();
-      for (index_t k = 0; k < extent; ++k) acc = F::combine(acc, Eval::template at<Child>(ctx, base + k * inner));
-      out[o] = acc;
-    }
+    index_t extent = eval::template dims<child>(ctx)[axis];
+    detail::for_each_row<row>(begin, end, eval::template dims<Id>(ctx),
+                              [&](extents<rank>& c, index_t i, index_t first, index_t n) {
+      T* line = out + i;
+      if constexpr (axis >= row) {  // axis == row: all outputs have extent 1, one per row
+        for (index_t j = 0; j < n; ++j) {
+          c[row] = first + j;
+          line[j] = reduce_one(c, extent);
+        }
+      } else {
+        for (index_t j = 0; j < n; ++j) line[j] = identity();
+        auto cc = c;
+        for (index_t k = 0; k < extent; ++k) {
+          cc[axis] = k;
+          for (index_t j = 0; j < n; ++j) {
+            cc[row] = first + j;
+            line[j] = combine(line[j], eval::template at<child>(ctx, cc));
+          }
+        }
+      }
+    });
   }
-  // The same reduction in pieces, for backends that split the reduced axis across threads
-  // (parallel_reduce, e.g. a block per output on a GPU).
+  /// The reduction for the output at c (whose coordinate on the reduced axis is 0), in
+  /// `lanes` partial results so that consecutive elements do not wait on each other. The
+  /// fused child is evaluated at one place in the code: a copy per lane or per remainder
+  /// loop multiplies the compile time and size of every reduction over a large expression.
+  LUMINAL_HD T reduce_one(extents<rank> c, index_t extent) const {
+    T acc[lanes];
+    for (int l = 0; l < lanes; ++l) acc[l] = identity();
+    for (index_t k = 0; k < extent; ++k) {
+      c[axis] = k;
+      T& lane = acc[k & (lanes - 1)];
+      lane = combine(lane, eval::template at<child>(ctx, c));
+    }
+    for (int l = 1; l < lanes; ++l) acc[0] = combine(acc[0], acc[l]);
+    return acc[0];
+  }
   LUMINAL_HD static T identity() { return F::template identity<T>(); }
   LUMINAL_HD static T combine(T acc, T x) { return F::combine(acc, x); }
+  /// Element k of the reduced axis for output o.
   LUMINAL_HD T element(index_t o, index_t k) const {
-    return Eval::template at<Child>(ctx, (o / inner) * extent * inner + o % inner + k * inner);
+    auto c = detail::unravel(o, eval::template dims<Id>(ctx));
+    c[axis] = k;
+    return eval::template at<child>(ctx, c);
   }
   LUMINAL_HD void store(index_t o, T value) const { out[o] = value; }
 };
+
+/// Consecutive flat elementwise kernels over the same element count (an optimizer's
+/// moments and parameter, a value and the mask its gradient keeps), run as one loop that
+/// writes all their buffers: block by block, each kernel in turn, so a value one of them
+/// writes is still in cache when the next reads it. Every read of a flat kernel is at the
+/// index it writes, so running them interleaved by blocks gives the same results as one
+/// after another, buffers shared by liveness included.
+template <class P, int... Ids>
+struct fused_kernels {
+  static constexpr index_t block = 2048;
+  kernel_context ctx;
+  LUMINAL_HD void operator()(index_t begin, index_t end) const {
+    for (index_t first = begin; first < end; first += block) {
+      index_t last = first + block < end ? first + block : end;
+      (run_one<Ids>(first, last), ...);
+    }
+  }
+  template <int Id>
+  LUMINAL_HD void run_one(index_t first, index_t last) const {
+    using T = typename evaluator<P>::template value_type<Id>;
+    T* out = static_cast<T*>(ctx.buffers[Id]);
+    for (index_t i = first; i < last; ++i) out[i] = evaluator<P>::template at_flat<Id, true>(ctx, i);
+  }
+};
+
+namespace detail {
+/// Which of a plan's kernels run together (fused_kernels): end[k] is one past the last
+/// kernel of the group that kernel k starts; a kernel inside a group has end[k] = -1.
+template <class Layout>
+struct kernel_groups {
+  using P = flat::program_of<Layout>;
+  static constexpr auto& plan = Layout::plan;
+  template <int Id>
+  static constexpr bool fusable() {
+    using N = typename evaluator<P>::template node_t<Id>;
+    if constexpr (N::kind == op_kind::reduce || N::kind == op_kind::matmul || N::kind == op_kind::input) return false;
+    else return iteration<P, Id>::it == Id && evaluator<P>::template is_flat<Id, true>() && N::rank > 0;
+  }
+  template <int Id>
+  static constexpr Dim count() {
+    using S = typename boost::mp11::mp_at_c<typename Layout::nodes, Id>::shape;
+    Dim n;
+    return dims_product(S::dims, 0, S::rank, n) ? n : Dim{-1};
+  }
+  template <std::size_t... K>
+  static constexpr auto make(std::index_sequence<K...>) {
+    constexpr std::size_t kernels = sizeof...(K);
+    constexpr bool can[] = {fusable<plan.kernels[K]>()..., false};
+    constexpr Dim counts[] = {count<plan.kernels[K]>()..., Dim{-1}};
+    std::array<int, kernels> end{};
+    for (std::size_t k = 0; k < kernels;) {
+      std::size_t j = k + 1;
+      if (can[k] && !(counts[k] == Dim{-1}))
+        while (j < kernels && can[j] && counts[j] == counts[k]) ++j;
+      end[k] = int(j);
+      for (std::size_t m = k + 1; m < j; ++m) end[m] = -1;
+      k = j;
+    }
+    return end;
+  }
+  static constexpr auto end = make(std::make_index_sequence<std::size_t(plan.kernel_count)>{});
+};
+}  // namespace detail
 
 template <class T>
 struct fill_zero_body {
@@ -89,7 +294,7 @@ void add_into(B& backend, T* sum, const T* addend, std::size_t count) {
 /// Runs kernels of one program; host-side tables give extents and buffer addresses.
 template <class B, class Layout>
 struct kernel_runner {
-  using eval = evaluator<Layout>;
+  using flat_program = flat::program_of<Layout>;
   B& backend;
   kernel_context ctx;
   void* const* buffers;      // host copy of the device pointers
@@ -104,25 +309,32 @@ struct kernel_runner {
     return n;
   }
 
+  /// Kernels First .. End - 1 of the plan as one loop (detail::kernel_groups).
+  template <int First, int End>
+  void run_fused() {
+    using N = boost::mp11::mp_at_c<typename Layout::nodes, Layout::plan.kernels[First]>;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      backend.parallel_for(count_of<N>(), fused_kernels<flat_program, Layout::plan.kernels[First + int(K)]...>{ctx});
+    }(std::make_index_sequence<std::size_t(End - First)>{});
+  }
+
   template <class N>
   void run() {
     using T = typename N::value_type;
     T* out = static_cast<T*>(buffers[Layout::template id<N>]);
+    constexpr int id = Layout::template id<N>;
     if constexpr (N::kind == op_kind::reduce) {
       using Child = boost::mp11::mp_first<typename N::children>;
-      constexpr int axis = N::op::axis;
-      const index_t* in = dims_of<Child>();
-      index_t inner = 1;
-      for (std::size_t k = axis + 1; k < Child::shape::rank; ++k) inner *= in[k];
-      reduce_body<eval, N> body{ctx, out, in[axis], inner};
+      index_t extent = dims_of<Child>()[N::op::axis];
+      reduce_kernel<flat_program, id> body{ctx, out};
       if constexpr (requires { backend.parallel_reduce(index_t{}, index_t{}, body); })
-        backend.parallel_reduce(count_of<N>(), in[axis], body);
+        backend.parallel_reduce(count_of<N>(), extent, body);
       else
         backend.parallel_for(count_of<N>(), body);
     } else if constexpr (N::kind == op_kind::matmul) {
       run_matmul<N>(out);
     } else {
-      backend.parallel_for(count_of<N>(), elementwise_body<eval, N>{ctx, out});
+      backend.parallel_for(count_of<N>(), elementwise_kernel<flat_program, id>{ctx, out});
     }
   }
 

@@ -120,13 +120,20 @@ constexpr std::array<bool, N> reachable_from(const std::array<node_info, N>& tab
 
 /// The retention set of a program whose first output is the forward value and whose
 /// other outputs (gradients) form the backward: forward nodes that a backward-only node
-/// reads directly. Leaves, constants, extents and iota are never retained: they are
-/// bound or computed.
+/// reads directly. Leaves are never retained (they are bound), nor values computed from
+/// constants, extents and iota alone.
 template <std::size_t N, std::size_t NumOutputs>
 constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& table,
                                             const std::array<int, NumOutputs>& outputs) {
   std::array<bool, N> retained{};
   if (NumOutputs < 2) return retained;
+  // A value that no input reaches (a broadcast zero, a mask of iotas) is as cheap to
+  // recompute as the constants it is made of: never worth a buffer.
+  std::array<bool, N> from_input{};
+  for (std::size_t i = 0; i < N; ++i) {
+    from_input[i] = table[i].kind == op_kind::input;
+    for (int k = 0; k < table[i].child_count; ++k) from_input[i] = from_input[i] || from_input[table[i].children[k]];
+  }
   auto forward = reachable_from(table, outputs[0]);
   std::array<bool, N> backward{};
   for (std::size_t o = 1; o < NumOutputs; ++o) {
@@ -138,8 +145,7 @@ constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& tabl
       for (int k = 0; k < table[j].child_count; ++k) {
         int i = table[j].children[k];
         auto kind = table[i].kind;
-        if (forward[i] && kind != op_kind::input && kind != op_kind::constant && kind != op_kind::extent &&
-            kind != op_kind::iota)
+        if (forward[i] && from_input[i] && kind != op_kind::input)
           retained[i] = true;
       }
   return retained;

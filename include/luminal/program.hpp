@@ -12,6 +12,7 @@
 
 #include "arena.hpp"
 #include "backend.hpp"
+#include "describe.hpp"
 #include "dot.hpp"
 #include "eval.hpp"
 #include "exceptions.hpp"
@@ -125,14 +126,8 @@ class program {
     kernel_context ctx{buffers_device_, dims_device_, error_device_};
     kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data()};
     auto launch_all = [&] {
-      boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>([&](auto K) {
-        auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-        runner.template run<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>();
-        if (profiling_) {
-          wait_for_backend();
-          kernel_seconds_[K] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        }
-      });
+      boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>(
+          [&](auto K) { launch_kernel<int(decltype(K)::value)>(runner); });
     };
     // A backend that records launches (CUDA Graphs) gets everything they depend on as key.
     if constexpr (requires { backend_.launch(std::span<const std::byte>{}, launch_all); }) {
@@ -235,6 +230,16 @@ class program {
       rows.emplace_back(ms, "kernel " + std::to_string(K) + ": " + label);
     });
     return detail::profile_report(std::move(rows), profiled_runs_);
+  }
+
+  /// Every kernel in run order: what it computes, how it loops (one flat loop, a loop
+  /// nest and its inner extent, a reduction, a GEMM), the views and maps it fuses, the
+  /// stored values it reads and the bytes it moves, for the extents of the last run().
+  /// After profiled runs (set_profiling) also its time and GB/s or GFLOP/s.
+  std::string describe() const {
+    require_ran();
+    return detail::describe_kernels<layout>(dims_, profiled_runs_ ? kernel_seconds_ : std::vector<double>{},
+                                            profiled_runs_);
   }
 
   /// Bytes of the buffer arena planned for the current extents (0 before the first run).
@@ -454,6 +459,23 @@ class program {
     backend_.to_device(dims_device_, dims_.data(), dims_.size() * sizeof(index_t));
     planned_dims_ = dims_;
     planned_ = true;
+  }
+
+  /// Launches kernel K of the plan, or the group of kernels that K starts as one loop
+  /// (detail::kernel_groups); a kernel inside a group ran in its first kernel's loop, and
+  /// the group's time is counted for that first kernel.
+  template <int K, class Runner>
+  void launch_kernel(Runner& runner) {
+    constexpr int group_end = detail::kernel_groups<layout>::end[K];
+    if constexpr (group_end >= 0) {
+      auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      if constexpr (group_end > K + 1) runner.template run_fused<K, group_end>();
+      else runner.template run<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>();
+      if (profiling_) {
+        wait_for_backend();
+        kernel_seconds_[K] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+    }
   }
 
   /// Waits for the kernels launched so far where the backend launches asynchronously (a

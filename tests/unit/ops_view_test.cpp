@@ -107,6 +107,45 @@ TEMPLATE_LIST_TEST_CASE("reshape keeps row-major order", "[ops][view]", test_bac
   }
 }
 
+TEST_CASE("reshape splits into groups of axes with equal extent products", "[ops][view]") {
+  constexpr auto split = detail::group_reshape(Shape<Batch, 6, 4>::dims, Shape<Batch, 24>::dims);
+  STATIC_REQUIRE(split.in == std::array<int, 3>{0, 1, 1});
+  STATIC_REQUIRE(split.out == std::array<int, 2>{0, 1});
+  constexpr auto ones = detail::group_reshape(Shape<1, 6, 1, 4>::dims, Shape<6, 4, 1>::dims);
+  STATIC_REQUIRE(ones.in == std::array<int, 4>{-1, 0, -1, 1});
+  STATIC_REQUIRE(ones.out == std::array<int, 3>{0, 1, -1});
+  constexpr auto symbols = detail::group_reshape(Shape<Batch * 12>::dims, Shape<Batch, 4, 3>::dims);
+  STATIC_REQUIRE(symbols.in == std::array<int, 1>{0});
+  STATIC_REQUIRE(symbols.out == std::array<int, 3>{0, 0, 0});
+  // (2, 3) -> (3, 2) has no smaller groups: one group, a flat index and its unravel.
+  constexpr auto whole = detail::group_reshape(Shape<2, 3>::dims, Shape<3, 2>::dims);
+  STATIC_REQUIRE(whole.in == std::array<int, 2>{0, 0});
+  STATIC_REQUIRE(whole.out == std::array<int, 2>{0, 0});
+}
+
+TEMPLATE_LIST_TEST_CASE("reshape of non-contiguous views merges and splits their axes", "[ops][view]", test_backends) {
+  auto x = input<"x", f32>(shape<2, 3, 4>);
+  auto b = input<"b", f32>(shape<4>);
+  auto swapped = permute<1, 0, 2>(x);                      // (3, 2, 4), not contiguous
+  auto prog = compile<TestType>(reshape(swapped, shape<6, 4>),     // merge (3, 2)
+                                reshape(swapped, shape<12, 2>),    // one group of everything
+                                reshape(swapped, shape<3, 2, 2, 2>) + 1.0_c,  // split the last axis
+                                reshape(expand(b, shape<3, 4>), shape<12>),    // merge a broadcast
+                                sum<1>(reshape(swapped, shape<3, 8>)));        // a reduction over a merge
+  auto xv = test::random_array<float>({2, 3, 4}, 215);
+  auto bv = test::random_array<float>({4}, 216);
+  prog.bind("x", xv);
+  prog.bind("b", bv);
+  prog.run();
+  xt::xarray<double> sw = xt::transpose(test::to_double(xv), {1, 0, 2});
+  check_exact(prog.template output<0>(), reshaped(sw, {6, 4}));
+  check_exact(prog.template output<1>(), reshaped(sw, {12, 2}));
+  check_f32(prog.template output<2>(), xt::xarray<double>(reshaped(sw, {3, 2, 2, 2}) + 1.0));
+  xt::xarray<double> tiled = xt::broadcast(test::to_double(bv), {3, 4});
+  check_exact(prog.template output<3>(), reshaped(tiled, {12}));
+  check_f32(prog.template output<4>(), xt::xarray<double>(xt::sum(reshaped(sw, {3, 8}), {1})));
+}
+
 TEMPLATE_LIST_TEST_CASE("slice keeps a range of one axis", "[ops][view]", test_backends) {
   using xt::all;
   using xt::range;

@@ -177,6 +177,28 @@ TEST_CASE("program profile: per-kernel times over the profiled runs, slowest fir
   REQUIRE(lines == 1 + std::size_t(decltype(step)::program_type::kernel_count()));
 }
 
+TEST_CASE("program describe: each kernel's loop, reads and bytes, with times once profiled", "[train][profile]") {
+  auto step = compile_train_step(loss, sgd{.lr = 0.2f});
+  step.store().assign(initial_values());
+  step.bind("x", xs);
+  step.bind("y", ys);
+  REQUIRE_THROWS_AS(step.program().describe(), input_error);  // no extents before a run
+  step.run();
+  std::string text = step.program().describe();
+  INFO(text);
+  std::size_t kernels = 0;
+  for (std::size_t at = text.find("kernel "); at != std::string::npos; at = text.find("\nkernel ", at + 1)) ++kernels;
+  REQUIRE(kernels == std::size_t(decltype(step)::program_type::kernel_count()));
+  REQUIRE(text.find("GEMM ") != std::string::npos);
+  REQUIRE(text.find("reads input x f64 (Batch, 3) (5, 3)") != std::string::npos);
+  REQUIRE(text.find(" GB/s") == std::string::npos);  // not profiled yet
+  step.program().set_profiling(true);
+  step.run();
+  text = step.program().describe();
+  REQUIRE(text.find(" GB/s") != std::string::npos);
+  REQUIRE(text.find(" GFLOP/s") != std::string::npos);
+}
+
 TEST_CASE("train step: a NaN loss throws and leaves the parameters as they were", "[train]") {
   auto step = compile_train_step(loss, sgd{.lr = 0.2f});
   step.store().assign(initial_values());

@@ -33,7 +33,7 @@
 
 #include <luminal/backend.hpp>
 
-#include "cuda/flat.hpp"
+#include <luminal/kernels.hpp>
 
 namespace luminal {
 
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(cuda_block) for_each_kernel(Body body, index_t
 
 /// One block per output (grid-stride over outputs): the threads stride over the reduced
 /// axis, then combine their partial results in shared memory. Body provides identity(),
-/// combine(a, b), element(o, k) and store(o, value) (kernels.hpp: reduce_body).
+/// combine(a, b), element(o, k) and store(o, value) (kernels.hpp: reduce_kernel).
 template <class Body>
 __global__ void __launch_bounds__(cuda_block) block_reduce_kernel(Body body, index_t outputs, index_t extent) {
   using T = typename Body::value_type;
@@ -205,14 +205,13 @@ struct basic_cuda {
   void parallel_for(index_t n, const Body& body) {
     if (n <= 0) return;
     auto& s = state();
-    // The kernel's type must stay small (cuda/flat.hpp), and deduced: nvcc would spell a
-    // named `flatten<Body>::type` through Body.
-    detail::for_each_kernel<<<grid(n, s), detail::cuda_block, 0, s.stream>>>(flat::flatten<Body>::convert(body), n);
+    // Kernel bodies name their graph by number (flat.hpp), so the kernel's type stays small.
+    detail::for_each_kernel<<<grid(n, s), detail::cuda_block, 0, s.stream>>>(body, n);
     LUMINAL_CUDA_CHECK(cudaGetLastError());
   }
 
   /// A reduction of `outputs` values over `extent` elements each (kernels.hpp's
-  /// reduce_body): block-level for long axes, one thread per output for short ones.
+  /// reduce_kernel): block-level for long axes, one thread per output for short ones.
   template <class Body>
   void parallel_reduce(index_t outputs, index_t extent, const Body& body) {
     if (outputs <= 0) return;
@@ -220,7 +219,7 @@ struct basic_cuda {
     auto& s = state();
     index_t blocks = std::min<index_t>(outputs, index_t(s.multiprocessors) * 64);
     detail::block_reduce_kernel<<<unsigned(blocks), detail::cuda_block, 0, s.stream>>>(
-        flat::flatten<Body>::convert(body), outputs, extent);
+        body, outputs, extent);
     LUMINAL_CUDA_CHECK(cudaGetLastError());
   }
 

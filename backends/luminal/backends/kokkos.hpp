@@ -4,9 +4,6 @@
 #include <Kokkos_Core.hpp>
 
 #include <luminal/backend.hpp>
-#if defined(__CUDACC__)
-#include "cuda/flat.hpp"  // nvcc (a CUDA Kokkos): kernels over the flat graph copy, see there
-#endif
 
 namespace luminal {
 
@@ -66,11 +63,7 @@ struct kokkos {
   template <class Body>
   void parallel_for(index_t n, const Body& body) {
     if (n <= 0) return;
-#if defined(__CUDACC__)
-    launch(n, flat::flatten<Body>::convert(body));  // deduced: nvcc must not spell Body
-#else
-    launch(n, body);
-#endif
+    launch(n, body);  // kernel bodies name their graph by number (flat.hpp): small under nvcc too
   }
 
   template <class T>

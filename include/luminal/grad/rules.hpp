@@ -141,9 +141,23 @@ struct vjp<Permute<Order...>> {
     return Permute<position(int(I))...>{};
   }
   template <int K, class N, class G>
-  static constexpr auto rule(G) {
+  static constexpr auto rule(G g) {
     using Inverse = decltype(inverse(std::make_index_sequence<sizeof...(Order)>{}));
-    return typename node_of<Inverse, G>::type{};
+    if constexpr (is_matrix_transpose<G>()) {
+      // (A B)^T = B^T A^T: the GEMM writes the transposed product (a weight's gradient in
+      // its own layout), and no kernel copies it into place.
+      using A = boost::mp11::mp_first<typename G::children>;
+      using B = boost::mp11::mp_second<typename G::children>;
+      return matmul(transpose(B{}), transpose(A{}));
+    } else {
+      return detail::permuted<Inverse>(g);
+    }
+  }
+  /// Whether this permute swaps the axes of a matrix and G is a product of two matrices.
+  template <class G>
+  static constexpr bool is_matrix_transpose() {
+    if constexpr (sizeof...(Order) == 2 && node_with_op<G, MatMul>) return order[0] == 1;
+    else return false;
   }
 };
 

@@ -11,37 +11,13 @@ struct Expand : view_op {
   template <class In>
   using shape = Target;
 
+  /// Size-1 input axes read coordinate 0; new leading axes are dropped. Static extents
+  /// fold, so a broadcast read costs nothing per element.
   template <std::size_t RO, std::size_t RI>
-  LUMINAL_HD static index_t source(index_t i, const extents<RO>& out, const extents<RI>& in) {
-    if constexpr (RI == 0) {
-      return 0;
-    } else {
-      // The common broadcasts take one or two divisions instead of one per axis: size-1
-      // (or new) leading axes, a bias over a batch, and size-1 trailing axes, a keepdim
-      // reduction spread over its row, around axes that are not broadcast.
-      index_t trailing = 1;
-      std::size_t end = RI;
-      while (end > 0 && in[end - 1] == 1) trailing *= out[--end + (RO - RI)];
-      std::size_t begin = 0;
-      while (begin < end && in[begin] == 1) ++begin;
-      index_t middle = 1;
-      bool plain = true;
-      for (std::size_t k = begin; k < end; ++k) {
-        plain = plain && in[k] == out[k + (RO - RI)];
-        middle *= in[k];
-      }
-      if (plain) {
-        index_t j = trailing == 1 ? i : i / trailing;
-        return begin == 0 && RO == RI ? j : j % middle;
-      }
-      auto coord = detail::unravel(i, out);
-      index_t flat = 0;
-      for (std::size_t k = 0; k < RI; ++k) {
-        index_t c = in[k] == 1 ? 0 : coord[k + (RO - RI)];
-        flat = flat * in[k] + c;
-      }
-      return flat;
-    }
+  LUMINAL_HD static extents<RI> to_child(const extents<RO>& c, const extents<RO>&, const extents<RI>& in) {
+    extents<RI> in_c{};
+    for (std::size_t k = 0; k < RI; ++k) in_c[k] = in[k] == 1 ? 0 : c[k + (RO - RI)];
+    return in_c;
   }
 };
 

@@ -1,6 +1,8 @@
 // permute / transpose: reorder axes. A view.
 #pragma once
 #include "../errors.hpp"
+#include <boost/mp11/list.hpp>
+
 #include "view.hpp"
 
 namespace luminal {
@@ -13,14 +15,19 @@ struct Permute : view_op {
   using shape = Shape<In::dims[Order]...>;
 
   template <std::size_t R>
-  LUMINAL_HD static index_t source(index_t i, const extents<R>& out, const extents<R>& in) {
-    auto coord = detail::unravel(i, out);
-    std::array<index_t, R> in_coord{};
+  LUMINAL_HD static extents<R> to_child(const extents<R>& c, const extents<R>&, const extents<R>&) {
+    extents<R> in_c{};
     std::size_t k = 0;
-    ((in_coord[Order] = coord[k++]), ...);  // not order[k]: a static array is host memory under CUDA
-    index_t flat = 0;
-    for (std::size_t axis = 0; axis < R; ++axis) flat = flat * in[axis] + in_coord[axis];
-    return flat;
+    ((in_c[Order] = c[k++]), ...);  // not order[k]: a static array is host memory under CUDA
+    return in_c;
+  }
+  /// The view's coordinates of the child's coordinates c (the inverse of to_child).
+  template <std::size_t R>
+  LUMINAL_HD static extents<R> from_child(const extents<R>& c) {
+    extents<R> out_c{};
+    std::size_t k = 0;
+    ((out_c[k++] = c[Order]), ...);
+    return out_c;
   }
 };
 
@@ -45,6 +52,41 @@ constexpr text<64> order_text(const std::array<int, N>& order) {
 }
 }  // namespace detail
 
+namespace detail {
+template <class Op>
+struct permute_order {
+  static constexpr bool is_permute = false;
+};
+template <int... Order>
+struct permute_order<Permute<Order...>> {
+  static constexpr bool is_permute = true;
+  static constexpr std::array<int, sizeof...(Order)> value{Order...};
+};
+template <class X>
+constexpr bool is_permute_node() {
+  if constexpr (computed_node<X>) return permute_order<typename X::op>::is_permute;
+  else return false;
+}
+
+/// Permute P applied to x. A permute of a permute is one permute of the inner node (its
+/// axes composed), and nothing at all where the two cancel, as transpose(transpose(w)):
+/// a GEMM then reads w itself.
+template <class P, class X>
+constexpr auto permuted(X x) {
+  if constexpr (is_permute_node<X>()) {
+    using Inner = boost::mp11::mp_first<typename X::children>;
+    return [&]<std::size_t... K>(std::index_sequence<K...>) {
+      constexpr auto outer = permute_order<P>::value;
+      constexpr auto inner = permute_order<typename X::op>::value;
+      if constexpr (((inner[outer[K]] == int(K)) && ...)) return Inner{};
+      else return typename node_of<Permute<inner[outer[K]]...>, Inner>::type{};
+    }(std::make_index_sequence<permute_order<P>::value.size()>{});
+  } else {
+    return typename node_of<P, X>::type{};
+  }
+}
+}  // namespace detail
+
 /// Reorders axes: `permute<0, 2, 1>(x)` swaps the last two axes of a rank-3 tensor.
 template <int... Order, expression X>
 constexpr auto permute(X) {
@@ -54,7 +96,7 @@ constexpr auto permute(X) {
     (void)error::not_a_permutation<In::text, detail::order_text(order)>{};
     return std::remove_cvref_t<X>{};
   } else {
-    return typename node_of<Permute<Order...>, std::remove_cvref_t<X>>::type{};
+    return detail::permuted<Permute<Order...>>(std::remove_cvref_t<X>{});
   }
 }
 
@@ -76,7 +118,7 @@ constexpr auto transpose(X) {
     return std::remove_cvref_t<X>{};
   } else {
     using P = decltype(detail::swapped_permute<R, a, b>(std::make_index_sequence<R>{}));
-    return typename node_of<P, std::remove_cvref_t<X>>::type{};
+    return detail::permuted<P>(std::remove_cvref_t<X>{});
   }
 }
 

@@ -1,17 +1,125 @@
 // reshape: same elements in row-major order, new extents. A view (flat index unchanged).
+//
+// As a coordinate map it is split at compile time into groups: runs of output axes and
+// input axes with equal extent products ((B, 6, 4) -> (B, 24) is the groups {B}->{B} and
+// {6, 4}->{24}). A group with one input axis needs no division (a split or a rename); only
+// an input coordinate in a merged group is a division. Extents the compiler cannot match
+// (symbols with offsets) make one group of everything: flat index, then unravel.
 #pragma once
 #include "../errors.hpp"
 #include "view.hpp"
 
 namespace luminal {
 
+namespace detail {
+/// Product of dims[begin, end), or nothing where an extent cannot be multiplied (Seq+2).
+template <std::size_t R>
+constexpr bool dims_product(const dims_t<R>& dims, std::size_t begin, std::size_t end, Dim& product) {
+  product = Dim{1};
+  for (std::size_t k = begin; k < end; ++k) {
+    const Dim& d = dims[k];
+    if (!d.is_static() && d.offset != 0) return false;
+    if (!product.is_static() && !d.is_static() &&
+        product.symbol_text().size() + d.symbol_text().size() + 1 >= Dim::name_capacity)
+      return false;
+    product = product * d;
+  }
+  return true;
+}
+
+/// Group ids of the output and input axes of a reshape In -> Out; -1 marks an axis of
+/// static extent 1 (its coordinate is 0, or is ignored).
+template <std::size_t RO, std::size_t RI>
+struct reshape_grouping {
+  std::array<int, RO> out{};
+  std::array<int, RI> in{};
+};
+template <std::size_t RI, std::size_t RO>
+constexpr reshape_grouping<RO, RI> group_reshape(const dims_t<RI>& in, const dims_t<RO>& out) {
+  reshape_grouping<RO, RI> g;
+  std::size_t i = 0, o = 0;
+  int group = 0;
+  bool failed = false;
+  while (!failed && (i < RI || o < RO)) {
+    if (i < RI && in[i] == Dim{1}) { g.in[i++] = -1; continue; }
+    if (o < RO && out[o] == Dim{1}) { g.out[o++] = -1; continue; }
+    if (i == RI || o == RO) { failed = true; break; }
+    bool found = false;
+    for (std::size_t total = 2; !found && total <= (RI - i) + (RO - o); ++total)
+      for (std::size_t a = 1; !found && a < total; ++a) {
+        std::size_t b = total - a;
+        if (i + a > RI || o + b > RO) continue;
+        Dim pa, pb;
+        if (!dims_product(in, i, i + a, pa) || !dims_product(out, o, o + b, pb) || !(pa == pb)) continue;
+        for (std::size_t k = i; k < i + a; ++k) g.in[k] = group;
+        for (std::size_t k = o; k < o + b; ++k) g.out[k] = group;
+        i += a;
+        o += b;
+        ++group;
+        found = true;
+      }
+    failed = !found;
+  }
+  if (failed) {
+    for (auto& x : g.in) x = 0;
+    for (auto& x : g.out) x = 0;
+  }
+  return g;
+}
+
+template <class Out, class In, std::size_t... K>
+auto reshape_out_groups(std::index_sequence<K...>)
+    -> std::integer_sequence<int, group_reshape(In::dims, Out::dims).out[K]...>;
+template <class Out, class In, std::size_t... K>
+auto reshape_in_groups(std::index_sequence<K...>)
+    -> std::integer_sequence<int, group_reshape(In::dims, Out::dims).in[K]...>;
+}  // namespace detail
+
+/// A reshape as a coordinate map: out axis k belongs to group OutGroups[k], input axis m
+/// to InGroups[m] (-1: extent 1). Groups are numbered in axis order.
+template <class OutGroups, class InGroups>
+struct reshape_map;
+template <int... OG, int... IG>
+struct reshape_map<std::integer_sequence<int, OG...>, std::integer_sequence<int, IG...>> : view_op {
+  static constexpr std::string_view name = "reshape";
+  static constexpr bool is_reshape = true;
+  template <std::size_t RO, std::size_t RI>
+  LUMINAL_HD static extents<RI> to_child(const extents<RO>& c, const extents<RO>& out, const extents<RI>& in) {
+    constexpr int og[] = {OG..., -1};
+    constexpr int ig[] = {IG..., -1};
+    constexpr int groups = [] {
+      int g = 0;
+      for (int x : {OG..., -1}) g = x + 1 > g ? x + 1 : g;
+      return g;
+    }();
+    index_t value[groups > 0 ? groups : 1] = {};
+    for (std::size_t k = 0; k < RO; ++k)
+      if (og[k] >= 0) value[og[k]] = value[og[k]] * out[k] + c[k];
+    extents<RI> r{};
+    for (std::size_t m = RI; m-- > 0;) {
+      if (ig[m] < 0) continue;
+      bool first_of_group = m == 0 || ig[m - 1] != ig[m];
+      if (first_of_group) {
+        r[m] = value[ig[m]];
+      } else {
+        r[m] = value[ig[m]] % in[m];
+        value[ig[m]] /= in[m];
+      }
+    }
+    return r;
+  }
+};
+
 template <shape_type Target>
 struct Reshape : view_op {
   static constexpr std::string_view name = "reshape";
+  static constexpr bool is_reshape = true;
   template <class In>
   using shape = Target;
-  template <std::size_t RO, std::size_t RI>
-  LUMINAL_HD static index_t source(index_t i, const extents<RO>&, const extents<RI>&) { return i; }
+  /// The coordinate map the evaluator runs, once the input's shape is known.
+  template <class In>
+  using coordinate_map = reshape_map<decltype(detail::reshape_out_groups<Target, In>(std::make_index_sequence<Target::rank>{})),
+                                     decltype(detail::reshape_in_groups<Target, In>(std::make_index_sequence<In::rank>{}))>;
 };
 
 /// `auto flat = reshape(images, shape<Batch, 784>);` The element count must match,

@@ -5,18 +5,6 @@
 
 namespace luminal {
 
-namespace detail {
-template <std::size_t R>
-LUMINAL_INLINE index_t shift_along_axis(index_t i, const extents<R>& out, const extents<R>& in,
-                                        std::size_t axis, index_t shift, bool* outside) {
-  index_t inner = inner_size(out, axis);
-  index_t outer = i / (inner * out[axis]);
-  index_t a = (i / inner) % out[axis] + shift;
-  *outside = a < 0 || a >= in[axis];
-  return (outer * in[axis] + a) * inner + i % inner;
-}
-}  // namespace detail
-
 /// Elements [Begin, End) of axis Axis. On a symbolic axis End may be <= 0, counting
 /// from the end as in Python (End = 0 means "to the end").
 template <int Axis, long long Begin, long long End>
@@ -33,9 +21,9 @@ struct Slice : view_op {
   template <class In>
   using shape = shape_from<sliced_dims<In>()>;
   template <std::size_t R>
-  LUMINAL_HD static index_t source(index_t i, const extents<R>& out, const extents<R>& in) {
-    bool outside = false;
-    return detail::shift_along_axis(i, out, in, Axis, Begin, &outside);
+  LUMINAL_HD static extents<R> to_child(extents<R> c, const extents<R>&, const extents<R>&) {
+    c[Axis] += index_t(Begin);
+    return c;
   }
 };
 
@@ -52,12 +40,15 @@ struct Pad : view_op {
   }
   template <class In>
   using shape = shape_from<padded_dims<In>()>;
-  /// Returns -1 for an element in the padding.
   template <std::size_t R>
-  LUMINAL_HD static index_t source(index_t i, const extents<R>& out, const extents<R>& in) {
-    bool outside = false;
-    index_t flat = detail::shift_along_axis(i, out, in, Axis, -Before, &outside);
-    return outside ? index_t(-1) : flat;
+  LUMINAL_HD static extents<R> to_child(extents<R> c, const extents<R>&, const extents<R>&) {
+    c[Axis] -= index_t(Before);
+    return c;
+  }
+  /// False for an element in the padding.
+  template <std::size_t R>
+  LUMINAL_HD static bool inside(const extents<R>& child_c, const extents<R>& in) {
+    return std::uint64_t(child_c[Axis]) < std::uint64_t(in[Axis]);  // one compare for 0 <= c < n
   }
 };
 

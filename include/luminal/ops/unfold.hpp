@@ -47,13 +47,11 @@ struct Unfold : view_op {
   using shape = shape_from<unfolded_dims<In>()>;
 
   template <std::size_t RO, std::size_t RI>
-  LUMINAL_HD static index_t source(index_t i, const extents<RO>& out, const extents<RI>& in) {
-    index_t inner = detail::inner_size(out, std::size_t(Axis) + 1);  // = inner_size(in, Axis)
-    index_t window = (i / inner) % out[Axis + 1];
-    index_t rest = i / (inner * out[Axis + 1]);
-    index_t start = rest % out[Axis];
-    index_t outer = rest / out[Axis];
-    return (outer * in[Axis] + start * Stride + window) * inner + i % inner;
+  LUMINAL_HD static extents<RI> to_child(const extents<RO>& c, const extents<RO>&, const extents<RI>&) {
+    extents<RI> in_c{};
+    for (std::size_t k = 0; k < RI; ++k)
+      in_c[k] = k < std::size_t(Axis) ? c[k] : k == std::size_t(Axis) ? c[k] * index_t(Stride) + c[k + 1] : c[k + 1];
+    return in_c;
   }
 };
 

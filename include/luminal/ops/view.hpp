@@ -1,5 +1,7 @@
-// Movement ops are views: a view node remaps the flat index a kernel asks for to the flat
-// index of its child, so no data moves until a kernel reads through the view.
+// Movement ops are views: a view node maps the coordinates a kernel asks for to the
+// coordinates of its child, so no data moves until a kernel reads through the view. Every
+// map is affine (a permutation, a shift, a zeroed axis, i * stride + k) except a reshape
+// that merges axes: the kernels' loop nests advance coordinates, never divide per element.
 #pragma once
 #include <array>
 
@@ -35,8 +37,9 @@ LUMINAL_INLINE index_t inner_size(const extents<R>& dims, std::size_t axis) {
 }
 }  // namespace detail
 
-/// A view op marker: `static index_t source(i, out_dims, in_dims)` maps a flat index of
-/// the view to a flat index of its child (or -1 for a padded element).
+/// A view op marker. A view op has `static extents<RI> to_child(c, out_dims, in_dims)`,
+/// the child's coordinates of the view's coordinates c; a padding view also has
+/// `inside(child_c, in_dims)`, false where the element is padding.
 struct view_op {
   static constexpr op_kind kind = op_kind::view;
   template <class T>
