@@ -20,7 +20,7 @@ PACKAGES=(
   build-essential cmake git pkg-config
   libboost-dev libxtensor-dev librange-v3-dev catch2
   libopenblas-dev libtrilinos-kokkos-dev nlohmann-json3-dev zlib1g-dev
-  dataset-fashion-mnist fortunes python3
+  dataset-fashion-mnist fortunes python3 ccache
 )
 
 # ---- 1. system packages -------------------------------------------------------------
@@ -59,8 +59,18 @@ else
 fi
 
 # ---- 2. configure + build -----------------------------------------------------------
-step "Configuring: cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $*"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"
+# ccache, when present, makes a rebuild (a new clone of the same code included) cost only
+# the translation units that changed; its cache is in ~/.cache/ccache.
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  # Header-only: every test file includes the same headers, so hash by content and
+  # leave modification times of a fresh clone out of the key.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"  # paths relative to the clone: a new clone hits too
+  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-include_file_mtime,include_file_ctime,time_macros}"
+fi
+step "Configuring: cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${launcher[*]} $*"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "$@"
 
 jobs="$(nproc 2>/dev/null || echo 2)"
 step "Building: cmake --build build -j${jobs}"
