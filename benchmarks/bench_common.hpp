@@ -44,13 +44,15 @@ inline std::string python_interpreter() {
   return "python3";
 }
 
-/// Runs benchmarks/<script> with `arguments` and returns its `torch_* value` lines, plus
-/// "_output" (everything it printed) and "_status". `command` receives the command line.
-inline std::map<std::string, std::string> run_torch(const std::string& script_name, const std::string& arguments,
-                                                    std::string& command) {
+/// Runs benchmarks/<script> with `python` and `arguments` and returns its `<prefix>_* value`
+/// lines, plus "_output" (everything it printed) and "_status". `command` receives the
+/// command line.
+inline std::map<std::string, std::string> run_peer(const std::string& prefix, const std::string& python,
+                                                   const std::string& script_name, const std::string& arguments,
+                                                   std::string& command) {
   std::map<std::string, std::string> result;
   std::filesystem::path script = std::filesystem::path(LUMINAL_BENCH_DIR) / script_name;
-  command = "\"" + python_interpreter() + "\" \"" + script.string() + "\" " + arguments + " 2>&1";
+  command = "\"" + python + "\" \"" + script.string() + "\" " + arguments + " 2>&1";
   if (!std::filesystem::exists(script)) {
     result["_output"] = "script not found: " + script.string();
     result["_status"] = "not run";
@@ -76,9 +78,57 @@ inline std::map<std::string, std::string> run_torch(const std::string& script_na
     auto space = line.find(' ');
     if (space == std::string::npos) continue;
     std::string key = line.substr(0, space);
-    if (key.rfind("torch_", 0) == 0) result[key] = line.substr(space + 1);
+    if (key.rfind(prefix + "_", 0) == 0) result[key] = line.substr(space + 1);
   }
   return result;
 }
+
+/// The faster of two runs of a peer, model by model: the `<prefix>_<model>_*` lines of
+/// the run whose `<prefix>_<model>_step_ms` is lower, with `<prefix>_<model>_threads`
+/// taken from that run's `<prefix>_threads`. Peers are measured at their best thread count.
+inline std::map<std::string, std::string> faster_of(const std::string& prefix, std::map<std::string, std::string> a,
+                                                    std::map<std::string, std::string> b) {
+  for (const std::string& model : {"mlp", "cnn", "gpt"}) {
+    const std::string key = prefix + "_" + model + "_step_ms", head = prefix + "_" + model + "_";
+    for (auto* run : {&a, &b})
+      if (run->count(key)) (*run)[head + "threads"] = (*run)[prefix + "_threads"];
+    if (b.count(key) && (!a.count(key) || std::stod(b[key]) < std::stod(a[key])))
+      for (const auto& [k, v] : b)
+        if (k.rfind(head, 0) == 0) a[k] = v;
+  }
+  for (const auto& [k, v] : b) a.emplace(k, v);
+  return a;
+}
+
+/// The PyTorch peer: benchmarks/<script> under python_interpreter(), its `torch_*` lines.
+inline std::map<std::string, std::string> run_torch(const std::string& script_name, const std::string& arguments,
+                                                    std::string& command) {
+  return run_peer("torch", python_interpreter(), script_name, arguments, command);
+}
+
+#ifdef LUMINAL_BENCH_BINARY_DIR
+/// Where `--install-jax` puts JAX: a virtual environment beside the benchmarks' binaries.
+inline std::filesystem::path jax_environment() { return std::filesystem::path(LUMINAL_BENCH_BINARY_DIR) / "jax-venv"; }
+
+/// The interpreter for the JAX peer: LUMINAL_BENCH_JAX_PYTHON, else the benchmarks' own
+/// environment when it exists, else python_interpreter() (a JAX installed system-wide).
+inline std::string jax_interpreter() {
+  if (const char* env = std::getenv("LUMINAL_BENCH_JAX_PYTHON"); env && *env) return env;
+  std::error_code ec;
+  auto venv = jax_environment() / "bin" / "python";
+  if (std::filesystem::exists(venv, ec)) return venv.string();
+  return python_interpreter();
+}
+
+/// Creates the benchmarks' virtual environment and installs JAX (CPU) from PyPI into it.
+inline bool install_jax() {
+  std::string venv = jax_environment().string();
+  std::string command = "\"" + python_interpreter() + "\" -m venv \"" + venv + "\" && \"" + venv +
+                        "/bin/pip\" install --quiet jax";
+  std::printf("installing JAX: %s\n", command.c_str());
+  std::fflush(stdout);
+  return std::system(command.c_str()) == 0;
+}
+#endif
 
 }  // namespace bench

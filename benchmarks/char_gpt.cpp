@@ -1,7 +1,10 @@
 // Training throughput (tokens/s) of the character GPT of examples/char_gpt run on the
 // tape: 4 layers, width 256, 4 heads, context 128, AdamW with global-norm clipping, one
-// step = forward, backward and update. The same model in PyTorch eager (char_gpt.py) runs
-// in the same process tree right after, and the ratio is printed.
+// step = forward, backward and update. The same model in PyTorch eager (char_gpt.py) and
+// as one JAX `jit` step (char_gpt_jax.py; train_step_bench --install-jax installs JAX)
+// runs in the same process tree right after, each at 1 and at luminal's thread count, and
+// the step's GEMMs alone in OpenBLAS give the floor. The goals: tokens/s above the fastest
+// peer's, and a step within 1.3x of its GEMMs.
 //
 //     char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T]
 //
@@ -15,12 +18,12 @@
 #include <random>
 #include <string>
 
-#include "bench_common.hpp"
-
 #ifdef LUMINAL_BENCH_CUDA
+#include "bench_common.hpp"
 #include <luminal/backends/cuda.hpp>
 using bench_backend = luminal::cuda;
 #else
+#include "bench_gemms.hpp"
 using bench_backend = luminal::host;
 #endif
 
@@ -63,21 +66,83 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
   std::printf("luminal  %9.1f ms/step  %9.0f tokens/s\n", ms, tokens_per_step / (ms / 1e3));
 
   std::string command;
-  auto torch = bench::run_torch("char_gpt.py",
-                                "--layers " + std::to_string(layers) + " --batch " + std::to_string(batch) +
-                                    " --context " + std::to_string(context) + " --reps " + std::to_string(reps) +
-                                    " --device " + device +
-                                    (threads > 0 ? " --threads " + std::to_string(threads) : ""),
+  auto arguments = [&](int peer_threads) {
+    return "--layers " + std::to_string(layers) + " --batch " + std::to_string(batch) + " --context " +
+           std::to_string(context) + " --reps " + std::to_string(reps) + " --device " + device +
+           (peer_threads > 0 ? " --threads " + std::to_string(peer_threads) : "");
+  };
+#ifdef LUMINAL_BENCH_CUDA
+  auto torch = bench::run_torch("char_gpt.py", arguments(threads), command);
+#else
+  // On the CPU, PyTorch at 1 and at luminal's thread count (or at --threads): the faster.
+  auto torch = bench::run_torch("char_gpt.py", arguments(threads > 0 ? threads : int(thread_pool::instance().size())),
                                 command);
+  if (threads <= 0) {
+    auto alone = bench::run_torch("char_gpt.py", arguments(1), command);
+    if (alone.count("torch_step_ms") &&
+        (!torch.count("torch_step_ms") || std::stod(alone["torch_step_ms"]) < std::stod(torch["torch_step_ms"])))
+      torch = alone;
+  }
+#endif
   if (!torch.count("torch_step_ms")) {
     std::printf("PyTorch: not measured (%s): %s\n", torch["_status"].c_str(), torch["_output"].c_str());
-    return 0;
+  } else {
+    const double torch_ms = std::stod(torch["torch_step_ms"]);
+    std::printf("PyTorch  %9.1f ms/step  %9.0f tokens/s  (torch %s eager on %s, %s threads)\n", torch_ms,
+                tokens_per_step / (torch_ms / 1e3), torch["torch_version"].c_str(), device.c_str(),
+                torch["torch_threads"].c_str());
+    std::printf("luminal tokens/s / PyTorch tokens/s = %.2f\n", torch_ms / ms);
   }
-  const double torch_ms = std::stod(torch["torch_step_ms"]);
-  std::printf("PyTorch  %9.1f ms/step  %9.0f tokens/s  (torch %s eager on %s, %s threads)\n", torch_ms,
-              tokens_per_step / (torch_ms / 1e3), torch["torch_version"].c_str(), device.c_str(),
-              torch["torch_threads"].c_str());
-  std::printf("luminal tokens/s / PyTorch tokens/s = %.2f\n", torch_ms / ms);
+#ifndef LUMINAL_BENCH_CUDA
+  // JAX at 1 and at luminal's thread count, the faster (the CPU only).
+  std::map<std::string, std::string> jax;
+  for (int peer_threads : {1, int(thread_pool::instance().size())}) {
+    std::string jax_command;
+    auto run = bench::run_peer("jax", bench::jax_interpreter(), "char_gpt_jax.py",
+                               "--layers " + std::to_string(layers) + " --batch " + std::to_string(batch) +
+                                   " --context " + std::to_string(context) + " --reps " + std::to_string(reps) +
+                                   " --threads " + std::to_string(peer_threads),
+                               jax_command);
+    jax = bench::faster_of("jax", jax, run);
+    if (!run.count("jax_gpt_step_ms")) break;
+  }
+  double fastest_peer_ms = torch.count("torch_step_ms") ? std::stod(torch["torch_step_ms"]) : 0;
+  if (!jax.count("jax_gpt_step_ms")) {
+    std::printf("JAX: not measured (%s): %s\n", jax["_status"].c_str(), jax["_output"].c_str());
+  } else {
+    const double jax_ms = std::stod(jax["jax_gpt_step_ms"]);
+    std::printf("JAX      %9.1f ms/step  %9.0f tokens/s  (jax %s jit on cpu, %s threads)\n", jax_ms,
+                tokens_per_step / (jax_ms / 1e3), jax["jax_version"].c_str(), jax["jax_gpt_threads"].c_str());
+    std::printf("luminal tokens/s / JAX tokens/s = %.2f\n", jax_ms / ms);
+    if (fastest_peer_ms == 0 || jax_ms < fastest_peer_ms) fastest_peer_ms = jax_ms;
+  }
+  // The step's GEMMs: per layer q, k, v, proj, the MLP's two, and attention's batched
+  // products (scores, weighted values, and their four backward products); then the head.
+  const int rows = batch * context, width = 256, heads = 4, head_width = width / heads;
+  std::vector<bench::gemm_shape> list;
+  for (int layer = 0; layer < layers; ++layer) {
+    const std::string name = "h." + std::to_string(layer);
+    for (const char* part : {".q", ".k", ".v", ".proj"}) bench::add_linear(list, name + part, rows, width, width, true);
+    bench::add_linear(list, name + ".fc", rows, width, 4 * width, true);
+    bench::add_linear(list, name + ".out", rows, 4 * width, width, true);
+    const int b = batch * heads, t = context, dh = head_width;
+    list.push_back({false, true, t, t, dh, name + " scores q k^T", b});
+    list.push_back({false, false, t, dh, t, name + " p v", b});
+    list.push_back({false, true, t, t, dh, name + " grad p = g v^T", b});
+    list.push_back({true, false, t, dh, t, name + " grad v = p^T g", b});
+    list.push_back({false, false, t, dh, t, name + " grad q = s k", b});
+    list.push_back({true, false, t, dh, t, name + " grad k = s^T q", b});
+  }
+  bench::add_linear(list, "lm_head", rows, width, 256, true);
+  bench::gemm_result floor = bench::time_gemms(list, reps);
+  std::printf("GEMMs    %9.1f ms/step  (the step's %zu GEMMs alone in OpenBLAS, %.1f GFLOP)\n", floor.total_ms,
+              list.size(), bench::gemm_flops(list) / 1e9);
+  std::printf("luminal / GEMMs = %.2f (goal <= 1.30: %s)\n", ms / floor.total_ms,
+              ms / floor.total_ms <= 1.3 ? "met" : "not met");
+  if (fastest_peer_ms > 0)
+    std::printf("fastest peer / luminal = %.2f (goal > 1: %s)\n", fastest_peer_ms / ms,
+                fastest_peer_ms > ms ? "met" : "not met");
+#endif
   return 0;
 }
 

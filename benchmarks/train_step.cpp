@@ -1,5 +1,5 @@
-// One full training step (forward, backward, Adam update) against PyTorch and against the
-// GEMMs of that step alone.
+// One full training step (forward, backward, Adam update) against PyTorch, against JAX
+// `jit`, and against the GEMMs of that step alone.
 //
 //   mlp: 784-512-512-10, ReLU
 //   cnn: the CNN of examples/fashion_mnist.cpp: Conv2d(1, 32, 3, 1, 1) ReLU MaxPool2d(2)
@@ -11,19 +11,20 @@
 //       initialize(); step.run() is one step
 //   (b) PyTorch eager, the same step (benchmarks/train_step.py): zero_grad(set_to_none=True),
 //       forward, backward, torch.optim.Adam.step(), with luminal's thread count
-//   (c) the step's GEMMs alone in OpenBLAS, at the shapes and transpositions luminal passes
-//       to cblas_sgemm (weights [out, in], forward x W^T; the weight gradient of x W^T is
-//       x^T g, [in, out]; the input gradient g W is computed as g (W^T)^T, reading W^T
-//       stored [in, out]). A convolution is its im2col GEMM [B Ho Wo, Cin K K] x
+//   (c) JAX: the same step as one jax.jit function (benchmarks/train_step_jax.py), XLA on
+//       the CPU with luminal's thread count; `--install-jax` puts JAX into a virtual
+//       environment beside this binary first
+//   (d) the step's GEMMs alone in OpenBLAS, at the shapes of the step (weights [out, in],
+//       forward x W^T, the weight gradient, the input gradient g W). A convolution is its
+//       im2col GEMM [B Ho Wo, Cin K K] x
 //       [Cin K K, Cout] plus the two backward GEMMs. The first layer's input gradient is not
 //       needed (x is data), so it is not counted.
 //
-// The project's goal for this step: at least 2x faster than PyTorch, and within 1.25x of
-// the GEMMs alone.
+// The project's goal for this step: faster than the fastest peer, and within 1.15x (MLP)
+// or 1.5x (CNN) of the GEMMs alone.
 //
-//     train_step_bench [--batch B] [--reps R] [--no-torch] [--model mlp|cnn|both]
-#include <cblas.h>
-
+//     train_step_bench [--batch B] [--reps R] [--no-torch] [--no-jax] [--install-jax]
+//                      [--model mlp|cnn|both]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -34,15 +35,15 @@
 #include <string>
 #include <vector>
 
-#include "bench_common.hpp"
+#include "bench_gemms.hpp"
 
 using namespace luminal;
 
 namespace {
 
 constexpr Dim Batch{"Batch"};
-constexpr double goal_vs_torch = 2.0;   // torch / luminal at least this
-constexpr double goal_vs_gemms = 1.25;  // luminal / GEMMs at most this
+/// luminal / GEMMs at most this.
+double goal_vs_gemms(const std::string& model) { return model == "mlp" ? 1.15 : 1.5; }
 
 // ---- the models ----------------------------------------------------------------------------
 
@@ -104,30 +105,10 @@ luminal_result time_luminal(Loss loss, const xt::xarray<float>& x, const xt::xar
 
 // ---- the GEMM floor --------------------------------------------------------------------------
 
-struct gemm_shape {
-  bool trans_a, trans_b;
-  int m, n, k;
-  std::string what;
-};
-
-/// C[m, n] = op(A) op(B), row-major, as the host backend calls OpenBLAS.
-struct gemm_call {
-  gemm_shape s;
-  std::vector<float> a, b, c;
-  void operator()() {
-    cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n,
-                s.k, 1.0f, a.data(), s.trans_a ? s.m : s.k, b.data(), s.trans_b ? s.k : s.n, 0.0f, c.data(), s.n);
-  }
-};
-
-/// The GEMMs of y = x W^T with x [rows, in], W [out, in], as luminal calls them: forward
-/// (x W^T), weight gradient (x^T g, [in, out]) and, when the input needs a gradient, the
-/// input gradient g W = g (W^T)^T with W^T stored [in, out].
-void add_linear(std::vector<gemm_shape>& list, const std::string& name, int rows, int in, int out, bool input_grad) {
-  list.push_back({false, true, rows, out, in, name + " forward x W^T"});
-  list.push_back({true, false, in, out, rows, name + " weight grad x^T g"});
-  if (input_grad) list.push_back({false, true, rows, in, out, name + " input grad g W"});
-}
+using bench::add_linear;
+using bench::gemm_result;
+using bench::gemm_shape;
+using bench::time_gemms;
 
 std::vector<gemm_shape> mlp_gemms(int b) {
   std::vector<gemm_shape> list;
@@ -146,44 +127,18 @@ std::vector<gemm_shape> cnn_gemms(int b) {
   return list;
 }
 
-struct gemm_result {
-  double total_ms = 0;
-  std::vector<std::pair<gemm_shape, double>> each;  // shape, median ms
-};
-
-/// Median time of all the GEMMs run back to back, each on its own buffers, and of each alone.
-gemm_result time_gemms(const std::vector<gemm_shape>& shapes, int reps) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  auto filled = [&](std::size_t n) {
-    std::vector<float> v(n);
-    for (auto& e : v) e = uniform(rng);
-    return v;
-  };
-  std::vector<gemm_call> calls;
-  for (const auto& s : shapes)
-    calls.push_back({s, filled(std::size_t(s.m) * s.k), filled(std::size_t(s.k) * s.n), filled(std::size_t(s.m) * s.n)});
-  gemm_result r;
-  r.total_ms = bench::median_ms(
-      [&] {
-        for (auto& c : calls) c();
-      },
-      reps);
-  for (auto& c : calls) r.each.emplace_back(c.s, bench::median_ms(c, reps));
-  return r;
-}
-
 // ---- printing --------------------------------------------------------------------------------
 
 struct summary {
   std::string model;
-  double vs_torch = 0;  // torch / luminal; 0 when torch did not run
+  double vs_peer = 0;   // the fastest peer's time / luminal's; 0 when no peer ran
+  std::string peer;     // which peer that was
   double vs_gemms = 0;  // luminal / GEMMs
 };
 
 summary report(const std::string& key, const std::string& title, const luminal_result& lum, const gemm_result& gemms,
-               std::map<std::string, std::string>& torch, int reps) {
-  summary s{key, 0, lum.step_ms / gemms.total_ms};
+               std::map<std::string, std::string>& torch, std::map<std::string, std::string>& jax, int reps) {
+  summary s{key, 0, "", lum.step_ms / gemms.total_ms};
   std::printf("%s\n", title.c_str());
   std::printf("  luminal: %zu parameter tensors, %d kernels per step; compile_train_step + first step %.2f s\n",
               lum.parameters, lum.kernels, lum.compile_s);
@@ -193,8 +148,22 @@ summary report(const std::string& key, const std::string& title, const luminal_r
   double torch_ms = 0;
   if (have_torch) {
     torch_ms = std::stod(torch["torch_" + key + "_step_ms"]);
-    std::printf("  %-60s %10.3f\n", ("torch " + torch["torch_version"] + " training step").c_str(), torch_ms);
-    s.vs_torch = torch_ms / lum.step_ms;
+    std::printf("  %-60s %10.3f\n",
+                ("torch " + torch["torch_version"] + " training step, " + torch["torch_" + key + "_threads"] + " thread(s)").c_str(),
+                torch_ms);
+    s.vs_peer = torch_ms / lum.step_ms;
+    s.peer = "torch";
+  }
+  const bool have_jax = jax.count("jax_" + key + "_step_ms") > 0;
+  if (have_jax) {
+    double jax_ms = std::stod(jax["jax_" + key + "_step_ms"]);
+    std::printf("  %-60s %10.3f\n",
+                ("JAX " + jax["jax_version"] + " jit training step, " + jax["jax_" + key + "_threads"] + " thread(s)").c_str(),
+                jax_ms);
+    if (s.peer.empty() || jax_ms < s.vs_peer * lum.step_ms) {
+      s.vs_peer = jax_ms / lum.step_ms;
+      s.peer = "JAX";
+    }
   }
   std::printf("  %-60s %10.3f\n",
               ("OpenBLAS: the step's " + std::to_string(gemms.each.size()) + " GEMMs alone, [m x n x k]:").c_str(),
@@ -202,7 +171,7 @@ summary report(const std::string& key, const std::string& title, const luminal_r
   for (const auto& [g, ms] : gemms.each) {
     char label[128];
     std::snprintf(label, sizeof label, "%s [%d x %d x %d]%s%s", g.what.c_str(), g.m, g.n, g.k,
-                  g.trans_a ? " A^T" : "", g.trans_b ? " B^T" : "");
+                  g.trans_a ? " A^T" : "", g.trans_b ? " B^T" : "");  // batches: 1 here
     std::printf("    %-58s %10.3f\n", label, ms);
   }
   // Both sides take 1 + 3 warm-up + reps + 1 steps on the same fixed batch.
@@ -210,8 +179,12 @@ summary report(const std::string& key, const std::string& title, const luminal_r
   if (have_torch)
     std::printf("; torch %s / %s", torch["torch_" + key + "_first_loss"].c_str(),
                 torch["torch_" + key + "_last_loss"].c_str());
+  if (have_jax)
+    std::printf("; JAX %s / %s", jax["jax_" + key + "_first_loss"].c_str(), jax["jax_" + key + "_last_loss"].c_str());
   std::printf("\n");
-  if (have_torch) std::printf("  torch / luminal:  %.2fx (>1: luminal faster)\n", s.vs_torch);
+  if (have_torch) std::printf("  torch / luminal:  %.2fx (>1: luminal faster)\n", torch_ms / lum.step_ms);
+  if (have_jax)
+    std::printf("  JAX / luminal:    %.2fx (>1: luminal faster)\n", std::stod(jax["jax_" + key + "_step_ms"]) / lum.step_ms);
   std::printf("  luminal / GEMMs:  %.2fx\n\n", s.vs_gemms);
   return s;
 }
@@ -220,16 +193,19 @@ summary report(const std::string& key, const std::string& title, const luminal_r
 
 int main(int argc, char** argv) {
   int batch = 128, reps = 30;
-  bool with_torch = true;
+  bool with_torch = true, with_jax = true, install = false;
   std::string model = "both";
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
     if (arg == "--batch" && a + 1 < argc) batch = std::max(1, std::atoi(argv[++a]));
     else if (arg == "--reps" && a + 1 < argc) reps = std::max(1, std::atoi(argv[++a]));
     else if (arg == "--no-torch") with_torch = false;
+    else if (arg == "--no-jax") with_jax = false;
+    else if (arg == "--install-jax") install = true;
     else if (arg == "--model" && a + 1 < argc) model = argv[++a];
     else {
-      std::cerr << "usage: " << argv[0] << " [--batch B] [--reps R] [--no-torch] [--model mlp|cnn|both]\n";
+      std::cerr << "usage: " << argv[0]
+                << " [--batch B] [--reps R] [--no-torch] [--no-jax] [--install-jax] [--model mlp|cnn|both]\n";
       return 2;
     }
   }
@@ -250,12 +226,26 @@ int main(int argc, char** argv) {
   const unsigned threads = thread_pool::instance().size();
   std::map<std::string, std::string> torch;
   std::string command;
-  if (with_torch)
-    torch = bench::run_torch("train_step.py",
-                             "--model " + model + " --batch " + std::to_string(batch) + " --reps " +
-                                 std::to_string(reps) + " --threads " + std::to_string(threads),
-                             command);
+  auto peer_arguments = [&](unsigned peer_threads) {
+    return "--model " + model + " --batch " + std::to_string(batch) + " --reps " + std::to_string(reps) +
+           " --threads " + std::to_string(peer_threads);
+  };
+  // Each peer at 1 thread and at luminal's count, model by model the faster.
+  if (with_torch) {
+    torch = bench::run_torch("train_step.py", peer_arguments(threads), command);
+    if (threads > 1) torch = bench::faster_of("torch", torch, bench::run_torch("train_step.py", peer_arguments(1), command));
+  }
   const bool have_torch = torch.count("torch_version") > 0;
+  if (install && !bench::install_jax()) std::fprintf(stderr, "train_step_bench: installing JAX failed\n");
+  std::map<std::string, std::string> jax;
+  std::string jax_command;
+  if (with_jax) {
+    jax = bench::run_peer("jax", bench::jax_interpreter(), "train_step_jax.py", peer_arguments(threads), jax_command);
+    if (threads > 1)
+      jax = bench::faster_of(
+          "jax", jax, bench::run_peer("jax", bench::jax_interpreter(), "train_step_jax.py", peer_arguments(1), jax_command));
+  }
+  const bool have_jax = jax.count("jax_version") > 0;
 
   std::printf("One training step (forward + backward + Adam update), cross-entropy on i32 labels, batch %d, f32\n",
               batch);
@@ -264,15 +254,15 @@ int main(int argc, char** argv) {
 #else
   const std::string blas_threads = "its default";
 #endif
-  std::printf("threads: luminal %u, OpenBLAS %s, torch %s\n\n", threads, blas_threads.c_str(),
-              have_torch ? torch["torch_threads"].c_str() : "-");
+  std::printf("threads: luminal %u, OpenBLAS %s; each peer at 1 and %u thread(s), the faster shown\n\n", threads,
+              blas_threads.c_str(), threads);
 
   std::vector<summary> summaries;
   try {
     if (run_mlp) {
       luminal_result lum = time_luminal(mlp_loss(), x, labels, reps, mlp_fc1, mlp_fc2, mlp_fc3);
       gemm_result gemms = time_gemms(mlp_gemms(batch), reps);
-      summaries.push_back(report("mlp", "MLP 784-512-512-10, ReLU", lum, gemms, torch, reps));
+      summaries.push_back(report("mlp", "MLP 784-512-512-10, ReLU", lum, gemms, torch, jax, reps));
     }
     if (run_cnn) {
       luminal_result lum = time_luminal(cnn_loss(), x, labels, reps, cnn_conv1, cnn_conv2, cnn_fc1, cnn_fc2);
@@ -280,27 +270,32 @@ int main(int argc, char** argv) {
       summaries.push_back(report("cnn",
                                  "CNN of examples/fashion_mnist.cpp: conv3x3(1->32) relu maxpool2 conv3x3(32->64) relu "
                                  "maxpool2 fc(3136->128) relu fc(128->10)",
-                                 lum, gemms, torch, reps));
+                                 lum, gemms, torch, jax, reps));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_step_bench: error: %s\n", e.what());
     return 1;
   }
 
-  std::printf("Goal: a training step at least %.2fx faster than PyTorch (torch / luminal >= %.2f) and within %.2fx\n"
-              "of its GEMMs alone (luminal / GEMMs <= %.2f).\n",
-              goal_vs_torch, goal_vs_torch, goal_vs_gemms, goal_vs_gemms);
+  std::printf("Goal: a training step faster than the fastest peer (peer / luminal > 1) and within 1.15x (MLP)\n"
+              "or 1.5x (CNN) of its GEMMs alone.\n");
   for (const auto& s : summaries) {
     std::printf("  %s: ", s.model.c_str());
-    if (s.vs_torch > 0)
-      std::printf("torch / luminal %.2fx (%s), ", s.vs_torch, s.vs_torch >= goal_vs_torch ? "met" : "not met");
+    if (s.vs_peer > 0)
+      std::printf("fastest peer (%s) / luminal %.2fx (%s), ", s.peer.c_str(), s.vs_peer,
+                  s.vs_peer > 1 ? "met" : "not met");
     else
-      std::printf("torch / luminal not measured, ");
-    std::printf("luminal / GEMMs %.2fx (%s)\n", s.vs_gemms, s.vs_gemms <= goal_vs_gemms ? "met" : "not met");
+      std::printf("no peer measured, ");
+    double goal = goal_vs_gemms(s.model);
+    std::printf("luminal / GEMMs %.2fx (goal %.2f: %s)\n", s.vs_gemms, goal, s.vs_gemms <= goal ? "met" : "not met");
   }
   if (with_torch && !have_torch)
     std::printf("\nPyTorch figures unavailable (%s): %s\nInstall with `apt-get install python3-torch` or "
                 "`pip install torch`. Command was:\n  %s\n",
                 torch["_status"].c_str(), torch["_output"].c_str(), command.c_str());
+  if (with_jax && !have_jax)
+    std::printf("\nJAX figures unavailable (%s): %s\nRun with --install-jax (a virtual environment beside this "
+                "binary) or set LUMINAL_BENCH_JAX_PYTHON. Command was:\n  %s\n",
+                jax["_status"].c_str(), jax["_output"].c_str(), jax_command.c_str());
   return 0;
 }

@@ -1,0 +1,94 @@
+// Instruction counts of one CNN training step (the CNN of train_step.cpp, batch 128) and
+// of one GPT layer block forward and backward (nn::TransformerBlock, width 256, 4 heads,
+// batch 8, context 128), for valgrind's callgrind: a stable figure where timings on a
+// shared machine are noisy. Only the measured step is instrumented:
+//
+//     LUMINAL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+//       valgrind --tool=callgrind --instr-atstart=no ./step_instructions cnn
+//     callgrind_annotate callgrind.out.<pid> | head      # "PROGRAM TOTALS" is the count
+//
+// Without valgrind it runs the same steps and prints their wall time.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <luminal/nn.hpp>
+#include <luminal/nn/attention.hpp>
+#include <luminal/train.hpp>
+#include <random>
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
+
+using namespace luminal;
+
+namespace {
+constexpr Dim Batch{"Batch"}, Seq{"Seq"};
+
+template <class F>
+void measured(const char* what, F&& step) {
+  step();  // plans buffers, warms caches: not counted
+  auto t0 = std::chrono::steady_clock::now();
+  CALLGRIND_START_INSTRUMENTATION;
+  step();
+  CALLGRIND_STOP_INSTRUMENTATION;
+  std::printf("%s: %.2f ms\n", what, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
+
+xt::xarray<float> normal_array(std::vector<std::size_t> shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  xt::xarray<float> a = xt::xarray<float>::from_shape(shape);
+  for (auto& v : a) v = normal(rng);
+  return a;
+}
+
+int cnn_step() {
+  nn::Conv2d<"conv1", 1, 32, 3, 1, 1> conv1;
+  nn::Conv2d<"conv2", 32, 64, 3, 1, 1> conv2;
+  nn::MaxPool2d<2> pool;
+  nn::Linear<"fc1", 64 * 7 * 7, 128> fc1;
+  nn::Linear<"fc2", 128, 10> fc2;
+  auto x = reshape(input<"x", f32>(shape<Batch, 784>), shape<Batch, 1, 28, 28>);
+  auto features = pool(relu(conv2(pool(relu(conv1(x))))));
+  auto logits = fc2(relu(fc1(reshape(features, shape<Batch, 64 * 7 * 7>))));
+  auto step = compile_train_step(nn::cross_entropy(logits, input<"labels", i32>(shape<Batch>)), adam{.lr = 1e-3f});
+  tensor_store initial;
+  conv1.initialize(initial, 1);
+  conv2.initialize(initial, 1);
+  fc1.initialize(initial, 1);
+  fc2.initialize(initial, 1);
+  step.store().assign(initial);
+  xt::xarray<std::int32_t> labels = xt::xarray<std::int32_t>::from_shape({128});
+  for (std::size_t i = 0; i < 128; ++i) labels(i) = std::int32_t(i % 10);
+  step.bind("x", normal_array({128, 784}, 1));
+  step.bind("labels", labels);
+  measured("CNN training step, batch 128", [&] { step.run(); });
+  return 0;
+}
+
+int gpt_block() {
+  nn::TransformerBlock<"h.0", 256, 4> block;
+  auto x = input<"x", f32>(shape<Batch, Seq, 256>);
+  auto r = input<"r", f32>(shape<Batch, Seq, 256>);  // a random cotangent: loss = sum(block(x) * r)
+  auto loss = sum(block(x) * r);
+  auto program = std::apply([&](auto... p) { return compile(loss, grad(loss, x), grad(loss, p)...); },
+                            decltype(block)::parameters);
+  tensor_store initial;
+  block.initialize(initial, 1);
+  for (const std::string& name : initial.names()) program.bind(name, initial.get<float>(name));
+  program.bind("x", normal_array({8, 128, 256}, 2));
+  program.bind("r", normal_array({8, 128, 256}, 3));
+  measured("GPT layer block forward + backward, batch 8, context 128", [&] { program.run(); });
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "cnn") == 0) return cnn_step();
+  if (argc == 2 && std::strcmp(argv[1], "gpt") == 0) return gpt_block();
+  std::fprintf(stderr, "usage: %s cnn|gpt\n", argv[0]);
+  return 2;
+}
