@@ -72,7 +72,7 @@ constexpr bool is_permute_node() {
 /// axes composed), and nothing at all where the two cancel, as transpose(transpose(w)):
 /// a GEMM then reads w itself.
 template <class P, class X>
-constexpr auto permuted(X x) {
+constexpr auto permuted([[maybe_unused]] X x) {
   if constexpr (is_permute_node<X>()) {
     using Inner = boost::mp11::mp_first<typename X::children>;
     return [&]<std::size_t... K>(std::index_sequence<K...>) {
