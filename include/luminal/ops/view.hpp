@@ -28,13 +28,6 @@ LUMINAL_INLINE std::array<index_t, R> unravel(index_t i, const extents<R>& dims)
   if constexpr (R > 0) coord[0] = i;
   return coord;
 }
-/// Product of the extents after `axis`: the stride of that axis in row-major order.
-template <std::size_t R>
-LUMINAL_INLINE index_t inner_size(const extents<R>& dims, std::size_t axis) {
-  index_t n = 1;
-  for (std::size_t k = axis + 1; k < R; ++k) n *= dims[k];
-  return n;
-}
 }  // namespace detail
 
 /// A view op marker. A view op has `static extents<RI> to_child(c, out_dims, in_dims)`,
