@@ -237,10 +237,7 @@ struct kernel_groups {
     std::array<int, kernels> end{};
     for (std::size_t k = 0; k < kernels;) {
       std::size_t j = k + 1;
-      // Off for now: interleaved by a backend's chunks (kokkos<Serial> runs four), a group
-      // gave a wrong gradient in the torch oracle test mlp_gelu_cross_entropy_onehot, so
-      // some member reads another's buffer at an index other than its own.
-      if (grouping_enabled && can[k] && !(counts[k] == Dim{-1}))
+      if (can[k] && !(counts[k] == Dim{-1}))
         while (j < kernels && can[j] && counts[j] == counts[k]) ++j;
       end[k] = int(j);
       for (std::size_t m = k + 1; m < j; ++m) end[m] = -1;
@@ -248,8 +245,21 @@ struct kernel_groups {
     }
     return end;
   }
-  static constexpr bool grouping_enabled = false;
   static constexpr auto end = make(std::make_index_sequence<std::size_t(plan.kernel_count)>{});
+  /// The span of kernels that run in one loop with kernel k: [first_of(k), last_of(k)].
+  /// A buffer's lifetime is widened to whole groups (program::replan), because a member
+  /// that reads a broadcast element reads index 0 while another member of the group, in
+  /// another block or another thread's chunk, writes its own output: the two must not
+  /// share memory, even though the reader is the earlier kernel.
+  static constexpr int first_of(int k) {
+    if (k < 0 || k >= int(plan.kernel_count)) return k;
+    while (end[std::size_t(k)] < 0) --k;
+    return k;
+  }
+  static constexpr int last_of(int k) {
+    if (k < 0 || k >= int(plan.kernel_count)) return k;
+    return end[std::size_t(first_of(k))] - 1;
+  }
 };
 }  // namespace detail
 

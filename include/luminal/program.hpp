@@ -435,7 +435,8 @@ class program {
   }
 
   /// Places every stored intermediate in one arena: buffers whose lifetimes (producing
-  /// kernel .. last reading kernel) overlap get disjoint ranges; largest first.
+  /// kernel .. last reading kernel, widened to the groups that run as one loop) overlap
+  /// get disjoint ranges; largest first.
   void replan() {
     std::vector<buffer_request> requests;
     unshared_bytes_ = 0;
@@ -444,7 +445,8 @@ class program {
       if constexpr (plan.stored[I] && N::kind != op_kind::input) {
         if (external_[I]) return;
         std::size_t bytes = (element_count(I) * sizeof(typename N::value_type) + 63) / 64 * 64;
-        requests.push_back({int(I), bytes, plan.kernel_of[I], plan.last_use[I]});
+        using groups = detail::kernel_groups<layout>;
+        requests.push_back({int(I), bytes, groups::first_of(plan.kernel_of[I]), groups::last_of(std::max(plan.last_use[I], plan.kernel_of[I]))});
         unshared_bytes_ += bytes;
       }
     });

@@ -135,6 +135,10 @@ TEMPLATE_LIST_TEST_CASE("consecutive flat kernels of one size compute what their
   auto d = relu(a - reshape(c, shape<Batch, 300>)); // reads a and c
   auto prog = compile<TestType>(a, b, c, d);
   STATIC_REQUIRE(decltype(prog)::kernel_count() == 4);
+  // All four run as one loop: kernel 0 starts a group that ends after kernel 3.
+  using groups = luminal::detail::kernel_groups<typename decltype(prog)::layout>;
+  STATIC_REQUIRE(groups::end[0] == 4);
+  STATIC_REQUIRE(groups::first_of(3) == 0);
   for (std::size_t batch : {1u, 7u}) {  // 7 * 300 spans several blocks of the loop
     auto xv = test::random_array<float>({batch, 300}, 31);
     auto yv = test::random_array<float>({batch, 300}, 32);
@@ -155,6 +159,32 @@ TEMPLATE_LIST_TEST_CASE("consecutive flat kernels of one size compute what their
     test::require_close(prog.template output<1>(), bd, 1e-5, 1e-6);
     test::require_close(prog.template output<2>(), cd, 1e-5, 1e-6);
     test::require_close(prog.template output<3>(), dd, 1e-5, 1e-6);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("a kernel run in one loop with the next keeps the scalar it broadcasts", "[plan]",
+                        test_backends) {
+  // a reads the scalar s at index 0 for every element, and b is written after a. Run one
+  // by one, s is dead once a is done and b may take its memory; run as one loop, a's
+  // later blocks would read what b wrote there.
+  auto x = input<"x", f32>(shape<Batch, 300>);
+  auto s = sum(x);
+  auto a = x * s + 1.0_c;
+  auto b = a * 3.0_c;
+  auto prog = compile<TestType>(a, b);
+  for (std::size_t batch : {1u, 7u, 20u}) {
+    auto xv = test::random_array<float>({batch, 300}, 33);
+    prog.bind("x", xv);
+    prog.run();
+    double total = 0;
+    for (std::size_t i = 0; i < batch * 300; ++i) total += xv.data()[i];
+    xt::xarray<double> ad = xt::xarray<double>::from_shape({batch, 300}), bd = ad;
+    for (std::size_t i = 0; i < batch * 300; ++i) {
+      ad.data()[i] = xv.data()[i] * total + 1.0;
+      bd.data()[i] = ad.data()[i] * 3.0;
+    }
+    test::require_close(prog.template output<0>(), ad, 1e-4, 1e-4);
+    test::require_close(prog.template output<1>(), bd, 1e-4, 1e-4);
   }
 }
 
