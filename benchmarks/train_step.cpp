@@ -24,7 +24,9 @@
 // or 1.5x (CNN) of the GEMMs alone.
 //
 //     train_step_bench [--batch B] [--reps R] [--no-torch] [--no-jax] [--install-jax]
-//                      [--model mlp|cnn|both]
+//                      [--model mlp|cnn|both] [--profile]
+//
+// --profile prints, after the timed steps, each luminal kernel's time and what it fuses.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -80,6 +82,8 @@ struct luminal_result {
   double compile_s = 0;        // compile_train_step and set-up, at run time
 };
 
+bool print_profile = false;  // --profile: each luminal kernel's time, after the timed steps
+
 template <class Loss, class... Modules>
 luminal_result time_luminal(Loss loss, const xt::xarray<float>& x, const xt::xarray<std::int32_t>& labels, int reps,
                             const Modules&... modules) {
@@ -100,6 +104,12 @@ luminal_result time_luminal(Loss loss, const xt::xarray<float>& x, const xt::xar
   r.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.step_ms = bench::median_ms([&] { step.run(); }, reps);
   r.last_loss = step.run();
+  if (print_profile) {  // after the timing: profiling waits after every kernel
+    step.program().set_profiling(true);
+    for (int k = 0; k < reps; ++k) step.run();
+    std::fputs(step.program().profile().c_str(), stdout);
+    std::fputs(step.program().describe().c_str(), stdout);
+  }
   return r;
 }
 
@@ -202,10 +212,11 @@ int main(int argc, char** argv) {
     else if (arg == "--no-torch") with_torch = false;
     else if (arg == "--no-jax") with_jax = false;
     else if (arg == "--install-jax") install = true;
+    else if (arg == "--profile") print_profile = true;
     else if (arg == "--model" && a + 1 < argc) model = argv[++a];
     else {
       std::cerr << "usage: " << argv[0]
-                << " [--batch B] [--reps R] [--no-torch] [--no-jax] [--install-jax] [--model mlp|cnn|both]\n";
+                << " [--batch B] [--reps R] [--no-torch] [--no-jax] [--install-jax] [--model mlp|cnn|both] [--profile]\n";
       return 2;
     }
   }

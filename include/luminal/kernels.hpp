@@ -1,6 +1,7 @@
 // The three kernel shapes a plan launches: a fused elementwise loop nest, a reduction over
 // one axis (with the reduced expression fused into its inner loop), and batched GEMM.
 #pragma once
+#include <array>
 #include <boost/mp11/algorithm.hpp>
 #include <cstdint>
 
@@ -134,6 +135,15 @@ struct reduce_kernel {
   static constexpr std::size_t axis = std::size_t(N::op::axis);
   static constexpr std::size_t row = detail::row_axis(typename N::static_extents{});
   static constexpr int lanes = 8;
+  /// The reduced axis's extent when static, else -1. A window shorter than the lanes (a
+  /// pool's 2 x 2) runs in one accumulator with a fixed trip count: setting up and
+  /// combining 8 partial results would cost more than the window.
+  static constexpr index_t static_extent = [] {
+    constexpr auto e = []<index_t... E>(std::integer_sequence<index_t, E...>) {
+      return std::array<index_t, sizeof...(E)>{E...};
+    }(typename eval::template node_t<child>::static_extents{});
+    return e[axis];
+  }();
   kernel_context ctx;
   T* out;
 
@@ -165,15 +175,25 @@ struct reduce_kernel {
   /// fused child is evaluated at one place in the code: a copy per lane or per remainder
   /// loop multiplies the compile time and size of every reduction over a large expression.
   LUMINAL_HD T reduce_one(extents<rank> c, index_t extent) const {
-    T acc[lanes];
-    for (int l = 0; l < lanes; ++l) acc[l] = identity();
-    for (index_t k = 0; k < extent; ++k) {
-      c[axis] = k;
-      T& lane = acc[k & (lanes - 1)];
-      lane = combine(lane, eval::template at<child>(ctx, c));
+    if constexpr (static_extent >= 0 && static_extent <= lanes) {
+      (void)extent;
+      T acc = identity();
+      for (index_t k = 0; k < static_extent; ++k) {
+        c[axis] = k;
+        acc = combine(acc, eval::template at<child>(ctx, c));
+      }
+      return acc;
+    } else {
+      T acc[lanes];
+      for (int l = 0; l < lanes; ++l) acc[l] = identity();
+      for (index_t k = 0; k < extent; ++k) {
+        c[axis] = k;
+        T& lane = acc[k & (lanes - 1)];
+        lane = combine(lane, eval::template at<child>(ctx, c));
+      }
+      for (int l = 1; l < lanes; ++l) acc[0] = combine(acc[0], acc[l]);
+      return acc[0];
     }
-    for (int l = 1; l < lanes; ++l) acc[0] = combine(acc[0], acc[l]);
-    return acc[0];
   }
   LUMINAL_HD static T identity() { return F::template identity<T>(); }
   LUMINAL_HD static T combine(T acc, T x) { return F::combine(acc, x); }

@@ -120,7 +120,7 @@ constexpr std::array<bool, N> reachable_from(const std::array<node_info, N>& tab
 
 /// The retention set of a program whose first output is the forward value and whose
 /// other outputs (gradients) form the backward: forward nodes that a backward-only node
-/// reads directly. Leaves are never retained (they are bound), nor values computed from
+/// reads directly, or, for a view it reads, the value under the view. Leaves are never retained (they are bound), nor values computed from
 /// constants, extents and iota alone.
 template <std::size_t N, std::size_t NumOutputs>
 constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& table,
@@ -144,9 +144,12 @@ constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& tabl
     if (backward[j])
       for (int k = 0; k < table[j].child_count; ++k) {
         int i = table[j].children[k];
-        auto kind = table[i].kind;
-        if (forward[i] && from_input[i] && kind != op_kind::input)
-          retained[i] = true;
+        if (!forward[i]) continue;
+        // A view is kept as the value it shows: the backward reads that value through the
+        // view's index map, and the forward writes it in its own loop order (a pool's
+        // input is kept as the activation, not copied out window by window).
+        while (table[i].kind == op_kind::view && table[i].child_count == 1) i = table[i].children[0];
+        if (from_input[i] && table[i].kind != op_kind::input) retained[i] = true;
       }
   return retained;
 }

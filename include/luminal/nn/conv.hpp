@@ -1,7 +1,7 @@
 // 2-D convolution and pooling on NCHW tensors, as torch.nn.Conv2d, MaxPool2d, AvgPool2d.
 // All three are views plus one kernel boundary: sliding windows are unfold views
 // (ops/unfold.hpp), so the convolution is im2col (pad, unfold H and W, permute, reshape)
-// followed by a single GEMM, and a pool is a max or mean over the two window axes.
+// followed by a single GEMM, and a pool is a max or mean over each window's elements.
 //
 //     nn::Conv2d<"conv1", 1, 16, 3, 1, 1> conv1;        // conv1.weight [16, 1, 3, 3], conv1.bias [16]
 //     nn::MaxPool2d<2> pool;
@@ -46,6 +46,27 @@ constexpr auto windows(X x) {
   } else {
     return unfold<R, K, S>(unfold<R - 2, K, S>(x));
   }
+}
+/// The K x K elements of each window as one last axis: [..., Ho, K, Wo, K] ->
+/// [..., Ho, Wo, K K]. A pool is then one reduction over one axis, and a max pool's
+/// gradient one mask against one maximum, instead of a chain of two reductions whose
+/// backward recounts the ties of each link.
+template <expression W>
+constexpr auto window_last(W w) {
+  constexpr int R = int(rank_v<W>);  // the input's rank + 2
+  using In = shape_t<W>;
+  auto moved = [&]<int... A>(std::integer_sequence<int, A...>) {
+    return permute<A..., R - 4, R - 2, R - 3, R - 1>(w);
+  }(std::make_integer_sequence<int, R - 4>{});
+  constexpr auto merged = [] {
+    dims_t<R - 1> dims{};
+    for (int k = 0; k < R - 4; ++k) dims[k] = In::dims[k];
+    dims[R - 4] = In::dims[R - 4];
+    dims[R - 3] = In::dims[R - 2];
+    dims[R - 2] = Dim{In::dims[R - 3].offset * In::dims[R - 1].offset};
+    return dims;
+  }();
+  return reshape(moved, shape_from<merged>{});
 }
 /// The output extent of a window K, stride S, padding P over an extent N.
 constexpr std::int64_t window_count(std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t p) {
@@ -146,7 +167,7 @@ struct MaxPool2d {
     } else {
       constexpr int R = int(S::rank);
       constexpr double lowest = -std::numeric_limits<double>::infinity();
-      return max<R - 1, R + 1>(detail::windows<K, Stride>(detail::pad_spatial<Padding, lowest>(x)));
+      return max<R>(detail::window_last(detail::windows<K, Stride>(detail::pad_spatial<Padding, lowest>(x))));
     }
   }
 };
@@ -164,7 +185,7 @@ struct AvgPool2d {
       return x;
     } else {
       constexpr int R = int(S::rank);
-      return mean<R - 1, R + 1>(detail::windows<K, Stride>(detail::pad_spatial<Padding, 0.0>(x)));
+      return mean<R>(detail::window_last(detail::windows<K, Stride>(detail::pad_spatial<Padding, 0.0>(x))));
     }
   }
 };
