@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -15,11 +16,29 @@
 
 #include <sys/wait.h>
 
-#ifndef LUMINAL_BENCH_DIR
-#define LUMINAL_BENCH_DIR "benchmarks"
-#endif
-
 namespace bench {
+
+/// The folder of the running benchmark's executable.
+inline std::filesystem::path binary_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::current_path(ec) : exe.parent_path();
+}
+
+/// The folders searched for a peer script (benchmarks/ of the source tree):
+/// $LUMINAL_BENCH_DIR when set, else the folders CMake wrote beside the executable, one a
+/// line (bench_source_dir.txt), else ./benchmarks. Found at run time: a path compiled in
+/// would differ between clones, and ccache would compile each benchmark again for every
+/// new clone.
+inline std::vector<std::filesystem::path> script_dirs() {
+  if (const char* env = std::getenv("LUMINAL_BENCH_DIR"); env && *env) return {env};
+  std::vector<std::filesystem::path> dirs;
+  std::ifstream in(binary_dir() / "bench_source_dir.txt");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) dirs.emplace_back(line);
+  if (dirs.empty()) dirs.emplace_back("benchmarks");
+  return dirs;
+}
 
 /// Median wall time of `reps` calls of f, in milliseconds, after `warmup` untimed calls.
 template <class F>
@@ -51,10 +70,17 @@ inline std::map<std::string, std::string> run_peer(const std::string& prefix, co
                                                    const std::string& script_name, const std::string& arguments,
                                                    std::string& command) {
   std::map<std::string, std::string> result;
-  std::filesystem::path script = std::filesystem::path(LUMINAL_BENCH_DIR) / script_name;
+  std::error_code ec;
+  std::vector<std::filesystem::path> dirs = script_dirs();
+  std::filesystem::path script = dirs.front() / script_name;
+  for (const auto& dir : dirs)
+    if (std::filesystem::exists(dir / script_name, ec)) {
+      script = dir / script_name;
+      break;
+    }
   command = "\"" + python + "\" \"" + script.string() + "\" " + arguments + " 2>&1";
   if (!std::filesystem::exists(script)) {
-    result["_output"] = "script not found: " + script.string();
+    result["_output"] = "script not found: " + script.string() + " (set LUMINAL_BENCH_DIR to the benchmarks folder of the source tree)";
     result["_status"] = "not run";
     return result;
   }
@@ -106,9 +132,8 @@ inline std::map<std::string, std::string> run_torch(const std::string& script_na
   return run_peer("torch", python_interpreter(), script_name, arguments, command);
 }
 
-#ifdef LUMINAL_BENCH_BINARY_DIR
 /// Where `--install-jax` puts JAX: a virtual environment beside the benchmarks' binaries.
-inline std::filesystem::path jax_environment() { return std::filesystem::path(LUMINAL_BENCH_BINARY_DIR) / "jax-venv"; }
+inline std::filesystem::path jax_environment() { return binary_dir() / "jax-venv"; }
 
 /// The interpreter for the JAX peer: LUMINAL_BENCH_JAX_PYTHON, else the benchmarks' own
 /// environment when it exists, else python_interpreter() (a JAX installed system-wide).
@@ -129,6 +154,5 @@ inline bool install_jax() {
   std::fflush(stdout);
   return std::system(command.c_str()) == 0;
 }
-#endif
 
 }  // namespace bench

@@ -1,8 +1,10 @@
 // Instruction counts of one CNN training step (the CNN of train_step.cpp, batch 128) and
 // of one GPT layer block forward and backward (nn::TransformerBlock, width 256, 4 heads,
 // batch 8, context 128), for valgrind's callgrind: a stable figure where timings on a
-// shared machine are noisy. Only the measured step is instrumented:
+// shared machine are noisy. Only the measured step is instrumented. It is not in the
+// default build:
 //
+//     cmake --build build --target step_instructions && cd build/benchmarks
 //     LUMINAL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
 //       valgrind --tool=callgrind --instr-atstart=no ./step_instructions cnn
 //     callgrind_annotate callgrind.out.<pid> | head      # "PROGRAM TOTALS" is the count

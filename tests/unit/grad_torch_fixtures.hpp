@@ -1,5 +1,5 @@
-// Shared by grad_torch_test.cpp and grad_torch_ops_test.cpp (two TUs to keep each one's
-// compile time down): reading tests/fixtures/grad_fixtures.json, which
+// Shared by grad_torch_test.cpp, grad_torch_ops_test.cpp and grad_torch_elementwise_test.cpp
+// (three TUs to keep each one's compile time and memory down): reading tests/fixtures/grad_fixtures.json, which
 // tests/fixtures/make_grad_fixtures.py writes from PyTorch autograd
 // (/usr/bin/python3 tests/fixtures/make_grad_fixtures.py), and checking one case: build
 // the loss and its gradients in luminal, bind the fixture's inputs, run on a backend and
@@ -16,11 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fixture_dir.hpp"
 #include "test_support.hpp"
 
-#ifndef LUMINAL_FIXTURE_DIR
-#error "the torch gradient tests need LUMINAL_FIXTURE_DIR, the folder holding grad_fixtures.json (tests/CMakeLists.txt sets it)"
-#endif
 
 namespace torch_oracle {
 using json = nlohmann::json;
@@ -34,7 +32,7 @@ inline constexpr double rtol = 1e-4;
 inline constexpr double atol = 1e-5;
 
 inline const std::string& fixture_path() {
-  static const std::string path = std::string(LUMINAL_FIXTURE_DIR) + "/grad_fixtures.json";
+  static const std::string path = (test::fixture_dir() / "grad_fixtures.json").string();
   return path;
 }
 inline const std::string regenerate = " (regenerate it with /usr/bin/python3 tests/fixtures/make_grad_fixtures.py)";

@@ -1,5 +1,6 @@
 // Gradients against PyTorch autograd, part 2: single ops and small compositions (views,
-// broadcasting, gather, where, stop_gradient, reductions with ties, elementwise ops).
+// broadcasting, gather, where, stop_gradient, reductions with ties). Elementwise ops are
+// part 3, grad_torch_elementwise_test.cpp.
 // The fixtures, their regeneration and the comparison are described in
 // grad_torch_fixtures.hpp and grad_torch_test.cpp.
 #include "grad_torch_fixtures.hpp"
@@ -145,78 +146,4 @@ TEMPLATE_LIST_TEST_CASE("torch oracle: mean_multi_axes", "[grad][torch]", test_b
   auto x = input<"x", f32>(shape<3, 4, 5>);
   auto r = input<"r", f32>(shape<4>);
   check_case<TestType>("mean_multi_axes", sum(mean<0, 2>(square(x)) * r) + mean(x), x, r);
-}
-
-// ---- elementwise -------------------------------------------------------------------------
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: elementwise_max_ties", "[grad][torch]", test_backends) {
-  auto a = input<"a", f32>(shape<4, 5>);
-  auto b = input<"b", f32>(shape<4, 5>);
-  auto r = input<"r", f32>(shape<4, 5>);
-  check_case<TestType>("elementwise_max_ties", sum(max(a, b) * r), a, b, r);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: elementwise_min_ties", "[grad][torch]", test_backends) {
-  auto a = input<"a", f32>(shape<4, 5>);
-  auto b = input<"b", f32>(shape<4, 5>);
-  auto r = input<"r", f32>(shape<4, 5>);
-  check_case<TestType>("elementwise_min_ties", sum(min(a, b) * r), a, b, r);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: softplus", "[grad][torch]", test_backends) {
-  auto x = input<"x", f32>(shape<4, 6>);
-  auto r = input<"r", f32>(shape<4, 6>);
-  check_case<TestType>("softplus", sum(softplus(x) * r), x, r);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: pow_positive_base", "[grad][torch]", test_backends) {
-  auto a = input<"a", f32>(shape<4, 5>);
-  auto b = input<"b", f32>(shape<4, 5>);
-  auto r = input<"r", f32>(shape<4, 5>);
-  check_case<TestType>("pow_positive_base", sum(pow(a, b) * r) + sum(pow(a, c<3>)), a, b, r);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: division", "[grad][torch]", test_backends) {
-  auto a = input<"a", f32>(shape<4, 5>);
-  auto b = input<"b", f32>(shape<4, 5>);
-  auto r = input<"r", f32>(shape<4, 5>);
-  check_case<TestType>("division", sum(a / b * r) + sum(c<1> / b) + sum(a / c<4>), a, b, r);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: sigmoid_tanh", "[grad][torch]", test_backends) {
-  auto x = input<"x", f32>(shape<4, 6>);
-  auto y = input<"y", f32>(shape<4, 6>);
-  check_case<TestType>("sigmoid_tanh", sum(sigmoid(x) * tanh(y)), x, y);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: gelu_tanh", "[grad][torch]", test_backends) {
-  auto x = input<"x", f32>(shape<4, 6>);
-  auto r = input<"r", f32>(shape<4, 6>);
-  check_case<TestType>("gelu_tanh", sum(gelu(x) * r), x, r);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: leaky_relu", "[grad][torch]", test_backends) {
-  auto x = input<"x", f32>(shape<4, 6>);
-  auto r = input<"r", f32>(shape<4, 6>);
-  check_case<TestType>("leaky_relu", sum(leaky_relu<0.1>(x) * r), x, r);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: clamp", "[grad][torch]", test_backends) {
-  auto x = input<"x", f32>(shape<4, 6>);
-  auto r = input<"r", f32>(shape<4, 6>);
-  auto y = clamp<-0.5, 0.5>(x);
-  check_case<TestType>("clamp", sum(y * r) + sum(y * y), x, r);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: abs_square", "[grad][torch]", test_backends) {
-  auto x = input<"x", f32>(shape<4, 6>);
-  auto r = input<"r", f32>(shape<4, 6>);
-  check_case<TestType>("abs_square", sum(abs(x) * r + square(x)), x, r);
-}
-
-TEMPLATE_LIST_TEST_CASE("torch oracle: elementwise_primitives", "[grad][torch]", test_backends) {
-  auto a = input<"a", f32>(shape<4, 5>);
-  auto x = input<"x", f32>(shape<4, 5>);
-  auto loss = sum(sqrt(a) * sin(x) + exp(x) * log(a) + exp2(x) * log2(a) + recip(a));
-  check_case<TestType>("elementwise_primitives", loss, a, x);
 }

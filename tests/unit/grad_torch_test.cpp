@@ -7,7 +7,8 @@
 // loss and torch's gradient of the loss with respect to each differentiable input. Each
 // test builds the same expression in luminal, compiles the loss with its gradients into
 // one program and compares every output at float32 tolerance, on every backend (see
-// grad_torch_fixtures.hpp). Part 2, the single ops, is grad_torch_ops_test.cpp.
+// grad_torch_fixtures.hpp). Parts 2 and 3, the single ops, are grad_torch_ops_test.cpp and
+// grad_torch_elementwise_test.cpp.
 #include <set>
 
 #include "grad_torch_fixtures.hpp"

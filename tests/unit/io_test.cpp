@@ -28,6 +28,8 @@
 #include <vector>
 #include <xtensor/xarray.hpp>
 
+#include "fixture_dir.hpp"
+
 #if !defined(_WIN32)
 #include <unistd.h>
 #endif
@@ -38,11 +40,6 @@ using luminal::index_t;
 
 namespace {
 
-#ifdef LUMINAL_FIXTURE_DIR
-const fs::path fixture_dir = LUMINAL_FIXTURE_DIR;
-#else
-const fs::path fixture_dir = fs::path(__FILE__).parent_path().parent_path() / "fixtures";
-#endif
 
 /// A fresh directory under the system temp directory, removed with everything in it.
 struct temp_dir {
@@ -283,7 +280,7 @@ TEST_CASE("safetensors: the exact bytes of a small file", "[io]") {
 }
 
 TEST_CASE("safetensors: PyTorch-written fixture", "[io]") {
-  const fs::path file = fixture_dir / "torch_written.safetensors";
+  const fs::path file = test::fixture_dir() / "torch_written.safetensors";
   INFO("fixture " << file.string() << " (regenerate: /usr/bin/python3 tests/fixtures/safetensors_interop.py write)");
   REQUIRE(fs::exists(file));
   const auto s = luminal::load_safetensors(file);
