@@ -63,7 +63,8 @@ fi
 # the translation units that changed; its cache is in ~/.cache/ccache.
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  # nvcc goes through cmake/nvcc-ccache, which spells -ccbin so that ccache can hit.
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache "-DCMAKE_CUDA_COMPILER_LAUNCHER=$PWD/cmake/nvcc-ccache")
   # Header-only: every test file includes the same headers, so hash by content and
   # leave modification times of a fresh clone out of the key.
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"  # paths relative to the clone: a new clone hits too
