@@ -69,6 +69,18 @@ void require_close(const A& actual, const E& expected, double rtol = 1e-5, doubl
   SUCCEED();
 }
 
+/// The tolerances of results of element type T: f32 within 1e-5 relative, f64 within 1e-12.
+template <class T>
+inline constexpr double rtol_of = std::is_same_v<T, luminal::f32> ? 1e-5 : 1e-12;
+template <class T>
+inline constexpr double atol_of = std::is_same_v<T, luminal::f32> ? 1e-6 : 1e-12;
+
+/// require_close at the tolerances of element type T.
+template <class T, class A, class E>
+void check_close(const A& actual, const E& expected) {
+  require_close(actual, expected, rtol_of<T>, atol_of<T>);
+}
+
 /// Uniform integers in [lo, hi], reproducible from the seed.
 template <class T>
 xt::xarray<T> random_ints(std::vector<std::size_t> shape, unsigned seed, int lo, int hi) {
