@@ -4,7 +4,6 @@
 // luminal_cuda_tests, which skips (exit 77) without a GPU.
 #include "test_support.hpp"
 
-
 using namespace luminal;
 
 namespace {
