@@ -209,9 +209,11 @@ struct reduce_kernel {
 /// Consecutive flat elementwise kernels over the same element count (an optimizer's
 /// moments and parameter, a value and the mask its gradient keeps), run as one loop that
 /// writes all their buffers: block by block, each kernel in turn, so a value one of them
-/// writes is still in cache when the next reads it. Every read of a flat kernel is at the
-/// index it writes, so running them interleaved by blocks gives the same results as one
-/// after another, buffers shared by liveness included.
+/// writes is still in cache when the next reads it. A flat kernel reads at the index it
+/// writes, or reads one broadcast element; the latter is why program::replan keeps every
+/// buffer a group reads or writes alive through the whole group (kernel_groups::first_of,
+/// last_of), so running the members interleaved by blocks gives the results of one after
+/// another.
 template <class P, int... Ids>
 struct fused_kernels {
   static constexpr index_t block = 2048;

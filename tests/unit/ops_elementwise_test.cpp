@@ -12,15 +12,10 @@ using namespace luminal;
 namespace {
 constexpr Dim Batch{"Batch"};
 
-template <class T>
-constexpr double rtol_of = std::is_same_v<T, f32> ? 1e-5 : 1e-12;
-template <class T>
-constexpr double atol_of = std::is_same_v<T, f32> ? 1e-6 : 1e-12;
-
 /// Compares with the tolerance of element type T.
 template <class T, class A, class E>
 void check(const A& actual, const E& expected) {
-  test::require_close(actual, expected, rtol_of<T>, atol_of<T>);
+  test::check_close<T>(actual, expected);
 }
 
 /// Exact comparison (integers, bools, values that involve no rounding).

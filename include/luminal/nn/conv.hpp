@@ -60,8 +60,7 @@ constexpr auto window_last(W w) {
   }(std::make_integer_sequence<int, R - 4>{});
   constexpr auto merged = [] {
     dims_t<R - 1> dims{};
-    for (int k = 0; k < R - 4; ++k) dims[k] = In::dims[k];
-    dims[R - 4] = In::dims[R - 4];
+    for (int k = 0; k <= R - 4; ++k) dims[k] = In::dims[k];  // leading axes and Ho
     dims[R - 3] = In::dims[R - 2];
     dims[R - 2] = Dim{In::dims[R - 3].offset * In::dims[R - 1].offset};
     return dims;
