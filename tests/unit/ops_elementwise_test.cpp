@@ -8,6 +8,7 @@
 #include "test_support.hpp"
 
 using namespace luminal;
+using test::check_exact;
 
 namespace {
 constexpr Dim Batch{"Batch"};
@@ -19,10 +20,6 @@ void check(const A& actual, const E& expected) {
 }
 
 /// Exact comparison (integers, bools, values that involve no rounding).
-template <class A, class E>
-void check_exact(const A& actual, const E& expected) {
-  test::require_close(actual, expected, 0, 0);
-}
 
 /// A random array whose elements are at least `min_magnitude` away from zero, both signs.
 template <class T>

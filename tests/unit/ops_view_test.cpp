@@ -9,22 +9,15 @@
 #include "test_support.hpp"
 
 using namespace luminal;
+using test::check_exact;
+using test::reshaped;
 
 namespace {
 constexpr Dim Batch{"Batch"};
 
 template <class A, class E>
-void check_exact(const A& actual, const E& expected) {
-  test::require_close(actual, expected, 0, 0);
-}
-template <class A, class E>
 void check_f32(const A& actual, const E& expected) {
   test::require_close(actual, expected, 1e-5, 1e-6);
-}
-
-xt::xarray<double> reshaped(xt::xarray<double> xs, std::vector<std::size_t> shape) {
-  xs.reshape(shape);
-  return xs;
 }
 
 /// x padded along `axis` with `before` and `after` elements of `value`.

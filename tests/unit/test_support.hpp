@@ -81,6 +81,18 @@ void check_close(const A& actual, const E& expected) {
   require_close(actual, expected, rtol_of<T>, atol_of<T>);
 }
 
+/// require_close with no tolerance: results that must be exact (max, integers, views).
+template <class A, class E>
+void check_exact(const A& actual, const E& expected) {
+  require_close(actual, expected, 0, 0);
+}
+
+/// xs with the extents in `shape` (same elements, row-major).
+inline xt::xarray<double> reshaped(xt::xarray<double> xs, std::vector<std::size_t> shape) {
+  xs.reshape(shape);
+  return xs;
+}
+
 /// Uniform integers in [lo, hi], reproducible from the seed.
 template <class T>
 xt::xarray<T> random_ints(std::vector<std::size_t> shape, unsigned seed, int lo, int hi) {

@@ -1,0 +1,49 @@
+// The small training step of train_step_cuda_test.cu: a two-layer MLP with SGD and
+// momentum. The GPU runs it in that file; the host's reference run is compiled by g++ in
+// train_step_host_reference.cpp, so that nvcc never compiles the host program as well.
+// (AdamW's update runs on the device in tape_device_test.cpp; in this compiled step it
+// took nvcc's front end 0.5 GB more, over its 2 GB budget.)
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+#include <xtensor/xarray.hpp>
+
+#include <luminal/nn.hpp>
+#include <luminal/train.hpp>
+
+namespace test::train_step_model {
+
+inline constexpr luminal::Dim Batch{"Batch"};
+
+/// The parameter names of the model, in the order they are checked.
+inline const std::vector<std::string> parameter_names{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+
+/// The training step on backend B, its parameters initialized from seed 11.
+template <class B>
+auto make_step() {
+  using namespace luminal;
+  nn::Linear<"fc1", 64, 128> fc1;
+  nn::Linear<"fc2", 128, 1> fc2;
+  auto x = input<"x", f32>(shape<Batch, 64>);
+  auto target = input<"target", f32>(shape<Batch, 1>);
+  auto loss = nn::mse(fc2(relu(fc1(x))), target);
+  auto step = compile_train_step<B>(loss, sgd{.lr = 1e-2f, .momentum = 0.9f});
+  tensor_store init;
+  fc1.initialize(init, 11);
+  fc2.initialize(init, 11);
+  step.store().assign(init);
+  return step;
+}
+
+/// What the host's step gives for the same inputs: the loss of each run, then the parameters.
+struct host_run {
+  std::vector<float> losses;
+  std::map<std::string, xt::xarray<float>> parameters;
+};
+
+/// Runs the host's step `runs` times on (x, target). In train_step_host_reference.cpp.
+host_run run_on_host(const xt::xarray<float>& x, const xt::xarray<float>& target, int runs);
+
+}  // namespace test::train_step_model
