@@ -16,9 +16,10 @@
 //       environment beside this binary first
 //   (d) the step's GEMMs alone in OpenBLAS, at the shapes of the step (weights [out, in],
 //       forward x W^T, the weight gradient, the input gradient g W). A convolution is its
-//       im2col GEMM [B Ho Wo, Cin K K] x
-//       [Cin K K, Cout] plus the two backward GEMMs. The first layer's input gradient is not
-//       needed (x is data), so it is not counted.
+//       im2col GEMM [B Ho Wo, Cin K K] x [Cin K K, Cout] plus the two backward GEMMs: the
+//       same FLOPs as luminal's per-image GEMMs (Conv2d multiplies [Cout, Cin K K] by each
+//       image's [Cin K K, Ho Wo]), in one call each, the faster form. The first layer's
+//       input gradient is not needed (x is data), so it is not counted.
 //
 // The project's goal for this step: faster than the fastest peer, and within 1.15x (MLP)
 // or 1.5x (CNN) of the GEMMs alone.

@@ -74,6 +74,7 @@ struct node_info {
   int rank = 0;
   bool is_last_two_transpose = false;  // a Permute that swaps only the last two axes
   bool is_batch_expand = false;        // an Expand that leaves the last two axes alone
+  int expansion = 1;                   // an Expand: how many times it reads each element
 };
 
 namespace detail {
@@ -111,6 +112,27 @@ constexpr bool batch_expand() {
   }
   return false;
 }
+/// How many output elements of view N show each element of its child: the product of the
+/// extents an expand stretches from 1 (a symbolic one counts as 16), else 1.
+template <class N>
+constexpr int expansion() {
+  if constexpr (N::kind != op_kind::view) {
+    return 1;
+  } else if constexpr (N::op::name == std::string_view("expand")) {
+    using In = typename boost::mp11::mp_first<typename N::children>::shape;
+    using Out = typename N::shape;
+    long long times = 1;
+    for (std::size_t k = 0; k < In::rank; ++k) {
+      const Dim& out = Out::dims[k + (Out::rank - In::rank)];
+      if (In::dims[k] == Dim{1} && !(out == Dim{1})) times *= out.is_static() ? out.offset : 16;
+    }
+    for (std::size_t k = 0; k < Out::rank - In::rank; ++k)
+      times *= Out::dims[k].is_static() ? Out::dims[k].offset : 16;
+    return times > (1 << 20) ? (1 << 20) : int(times);
+  } else {
+    return 1;
+  }
+}
 template <class L, class... C>
 constexpr void fill_children(node_info& info, boost::mp11::mp_list<C...>) {
   ((info.children[info.child_count++] = node_id<L, C>), ...);
@@ -123,6 +145,7 @@ constexpr node_info make_info() {
   info.rank = int(N::shape::rank);
   info.is_last_two_transpose = last_two_transpose<N>();
   info.is_batch_expand = batch_expand<N>();
+  info.expansion = expansion<N>();
   fill_children<L>(info, typename N::children{});
   return info;
 }

@@ -10,10 +10,29 @@
 namespace luminal {
 
 namespace detail {
+/// The last axis of a shape whose extent is not statically 1 (0 if there is none): the
+/// loop nests' inner axis. Axes after it hold coordinate 0 only.
+template <index_t... E>
+constexpr std::size_t row_axis(std::integer_sequence<index_t, E...>) {
+  constexpr index_t extents[] = {E..., 0};
+  std::size_t axis = 0;
+  for (std::size_t k = 0; k < sizeof...(E); ++k)
+    if (extents[k] != 1) axis = k;
+  return axis;
+}
+/// The static extent of that inner axis, or -1 where it is symbolic (or the rank is 0).
+template <index_t... E>
+constexpr index_t row_extent(std::integer_sequence<index_t, E...> s) {
+  constexpr index_t extents[] = {E..., -1};
+  return sizeof...(E) == 0 ? -1 : extents[row_axis(s)];
+}
+
 /// Where a kernel rooted at Id loops: over the coordinates of node `it`, which is the root
 /// or, past the reshapes at the root (same elements, same order), a permute's input, read
 /// in its own order while the permuted writes go out at a stride. `permute` is that
-/// permute, or -1.
+/// permute, or -1. A permute whose input has a shorter inner axis than its own stays: the
+/// loop would run over fewer elements per row (im2col's windows end in the window's 3
+/// offsets, its rows in the image's 28 columns).
 template <class P, int Id>
 struct iteration {
   template <int N>
@@ -30,9 +49,15 @@ struct iteration {
       return Id;
     }
   }();
+  template <int N>
+  static constexpr bool shortens_rows = [] {
+    constexpr index_t inner = row_extent(typename node<child<N>>::static_extents{});
+    constexpr index_t outer = row_extent(typename node<N>::static_extents{});
+    return inner >= 0 && outer >= 0 && inner < outer;
+  }();
   static constexpr int permute = [] {
     if constexpr (requires { node<past_reshapes>::op::from_child(extents<node<past_reshapes>::rank>{}); }) {
-      if constexpr (peelable<past_reshapes>) return past_reshapes;
+      if constexpr (peelable<past_reshapes> && !shortens_rows<past_reshapes>) return past_reshapes;
       else return -1;
     } else {
       return -1;
@@ -43,17 +68,6 @@ struct iteration {
     else return past_reshapes;
   }();
 };
-
-/// The last axis of a shape whose extent is not statically 1 (0 if there is none): the
-/// loop nests' inner axis. Axes after it hold coordinate 0 only.
-template <index_t... E>
-constexpr std::size_t row_axis(std::integer_sequence<index_t, E...>) {
-  constexpr index_t extents[] = {E..., 0};
-  std::size_t axis = 0;
-  for (std::size_t k = 0; k < sizeof...(E); ++k)
-    if (extents[k] != 1) axis = k;
-  return axis;
-}
 
 /// Runs row(c, i, first, n) for the rows of coordinates c covering flat indices
 /// [begin, end) of a shape with extents d: a row is n consecutive values of axis Row from
@@ -380,9 +394,11 @@ struct kernel_runner {
   struct gemm_operand {
     static constexpr auto& table = Layout::table;
     static constexpr int operand_id = Layout::template id<Operand>;
-    static constexpr int unexpanded = table[operand_id].is_batch_expand ? table[operand_id].children[0] : operand_id;
-    static constexpr bool transposed = table[unexpanded].is_last_two_transpose;
-    static constexpr int base_id = transposed ? table[unexpanded].children[0] : unexpanded;
+    static constexpr int base_id = detail::gemm_operand_base(table, operand_id);
+    static constexpr bool transposed = [] {
+      int id = table[operand_id].is_batch_expand ? table[operand_id].children[0] : operand_id;
+      return table[id].is_last_two_transpose;
+    }();
     static constexpr int base_rank = table[base_id].rank;
   };
 

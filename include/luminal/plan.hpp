@@ -16,7 +16,7 @@ template <std::size_t N, std::size_t NumOutputs>
 struct plan_data {
   std::array<bool, N> stored{};        // has a buffer: inputs, kernel results
   std::array<bool, N> is_output{};
-  std::array<int, N> uses{};           // parents that evaluate this node
+  std::array<int, N> reads{};          // evaluations per element: by each parent, an expand's many times
   std::array<int, N> inline_cost{};    // cost of evaluating it inline at one index
   std::array<int, N> kernels{};        // node ids of kernel roots, in run order
   int kernel_count = 0;
@@ -26,11 +26,13 @@ struct plan_data {
 };
 
 namespace detail {
-/// Strips views a GEMM can absorb (batch broadcast, last-two transpose) from an operand.
+/// Strips views a GEMM can absorb (batch broadcast, last-two transpose, in either order:
+/// a weight shared by every image of a batch is transposed in its gradient) from an operand.
 template <std::size_t N>
 constexpr int gemm_operand_base(const std::array<node_info, N>& table, int id) {
   if (table[id].is_batch_expand) id = table[id].children[0];
   if (table[id].is_last_two_transpose) id = table[id].children[0];
+  if (table[id].is_batch_expand) id = table[id].children[0];
   return id;
 }
 
@@ -58,7 +60,7 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
   }
   // Fan-out: children come first in the table, so one forward pass sees final costs.
   for (std::size_t i = 0; i < N; ++i)
-    for (int k = 0; k < table[i].child_count; ++k) ++plan.uses[table[i].children[k]];
+    for (int k = 0; k < table[i].child_count; ++k) plan.reads[table[i].children[k]] += table[i].expansion;
   for (std::size_t i = 0; i < N; ++i) {
     int cost = table[i].cost;
     for (int k = 0; k < table[i].child_count; ++k) {
@@ -68,7 +70,10 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
     plan.inline_cost[i] = cost;
     bool fusable = table[i].kind == op_kind::map || table[i].kind == op_kind::view ||
                    table[i].kind == op_kind::gather;
-    if (fusable && plan.uses[i] > 1 && cost > fanout_recompute_limit) {
+    // Stored when evaluated more than once per element: by several parents, or by an
+    // expand that shows each element many times (a max pool's gradient, spread back over
+    // each window, would otherwise recompute the gradient that reaches the window).
+    if (fusable && plan.reads[i] > 1 && cost > fanout_recompute_limit) {
       plan.stored[i] = true;
       plan.inline_cost[i] = 1;
     }

@@ -1,7 +1,7 @@
 // 2-D convolution and pooling on NCHW tensors, as torch.nn.Conv2d, MaxPool2d, AvgPool2d.
 // All three are views plus one kernel boundary: sliding windows are unfold views
 // (ops/unfold.hpp), so the convolution is im2col (pad, unfold H and W, permute, reshape)
-// followed by a single GEMM, and a pool is a max or mean over each window's elements.
+// followed by one batched GEMM, and a pool is a max or mean over each window's elements.
 //
 //     nn::Conv2d<"conv1", 1, 16, 3, 1, 1> conv1;        // conv1.weight [16, 1, 3, 3], conv1.bias [16]
 //     nn::MaxPool2d<2> pool;
@@ -129,15 +129,17 @@ struct Conv2d {
       constexpr Dim n = S::dims[0];
       constexpr std::int64_t ho = detail::window_count(S::dims[2].offset, K, Stride, Padding);
       constexpr std::int64_t wo = detail::window_count(S::dims[3].offset, K, Stride, Padding);
-      // [N, Cin, Ho, K, Wo, K] -> rows (n, ho, wo), columns (cin, kh, kw): weight's order.
-      auto patches = detail::windows<K, Stride>(detail::pad_spatial<Padding, 0.0>(x));
-      auto cols = reshape(permute<0, 2, 4, 1, 3, 5>(patches), Shape<n * (ho * wo), Cin * K * K>{});
-      auto y = matmul(cols, transpose(reshape(weight, shape<Cout, Cin * K * K>)));  // [N Ho Wo, Cout]
+      // Per image, weight [Cout, Cin K K] times the columns [Cin K K, Ho Wo] is the output
+      // in NCHW already: nothing is permuted after the GEMM, and im2col writes each window
+      // offset's Ho x Wo plane in order while it reads the image along its rows.
+      auto patches = detail::windows<K, Stride>(detail::pad_spatial<Padding, 0.0>(x));  // [N, Cin, Ho, K, Wo, K]
+      auto cols = reshape(permute<0, 1, 3, 5, 2, 4>(patches), Shape<n, Cin * K * K, ho * wo>{});
+      auto y = matmul(reshape(weight, shape<Cout, Cin * K * K>), cols);  // [N, Cout, Ho Wo]
       auto biased = [&] {
-        if constexpr (Bias) return y + bias;
+        if constexpr (Bias) return y + reshape(bias, shape<Cout, 1>);
         else return y;
       }();
-      return permute<0, 3, 1, 2>(reshape(biased, Shape<n, ho, wo, Cout>{}));
+      return reshape(biased, Shape<n, Cout, ho, wo>{});
     }
   }
 
