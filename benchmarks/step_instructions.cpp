@@ -5,11 +5,13 @@
 // default build:
 //
 //     cmake --build build --target step_instructions && cd build/benchmarks
-//     LUMINAL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+//     LUMINAL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell \
 //       valgrind --tool=callgrind --instr-atstart=no ./step_instructions cnn
 //     callgrind_annotate callgrind.out.<pid> | head      # "PROGRAM TOTALS" is the count
 //
-// Without valgrind it runs the same steps and prints their wall time.
+// valgrind 3.19 cannot decode AVX-512, so this binary is built without it and OpenBLAS
+// is held to its AVX2 kernels (OPENBLAS_CORETYPE). Without valgrind it runs the same steps
+// and prints their wall time.
 #include <chrono>
 #include <cstdio>
 #include <cstring>

@@ -20,11 +20,16 @@ constexpr std::size_t row_axis(std::integer_sequence<index_t, E...>) {
     if (extents[k] != 1) axis = k;
   return axis;
 }
-/// The static extent of that inner axis, or -1 where it is symbolic (or the rank is 0).
+/// The static extent of axis k, or -1 where it is symbolic or past the rank.
+template <index_t... E>
+constexpr index_t static_extent(std::integer_sequence<index_t, E...>, std::size_t k) {
+  constexpr index_t extents[] = {E..., -1};
+  return k < sizeof...(E) && extents[k] >= 0 ? extents[k] : -1;
+}
+/// The static extent of the inner axis, or -1 where it is symbolic (or the rank is 0).
 template <index_t... E>
 constexpr index_t row_extent(std::integer_sequence<index_t, E...> s) {
-  constexpr index_t extents[] = {E..., -1};
-  return sizeof...(E) == 0 ? -1 : extents[row_axis(s)];
+  return sizeof...(E) == 0 ? -1 : static_extent(s, row_axis(s));
 }
 
 /// Where a kernel rooted at Id loops: over the coordinates of node `it`, which is the root
@@ -101,15 +106,52 @@ struct elementwise_kernel {
   static constexpr int it = where::it;
   static constexpr bool root = it == Id;
   static constexpr std::size_t rank = eval::template node_t<it>::rank;
+  using static_extents = typename eval::template node_t<it>::static_extents;
+  static constexpr std::size_t row = detail::row_axis(static_extents{});
+  static constexpr index_t row_length = detail::row_extent(static_extents{});
+  /// Rows of at most 8 elements (a pool's window of 4) run as blocks along the axis before
+  /// theirs, each row unrolled: the work shared by a row's elements (every coordinate but
+  /// the last) is then done once per row, not once per element.
+  static constexpr bool short_rows = where::permute < 0 && row > 0 && row_length > 1 && row_length <= 8 &&
+                                     detail::static_extent(static_extents{}, row - 1) != 1;
   kernel_context ctx;
   T* out;
+
+  LUMINAL_HD void run_short_rows(index_t begin, index_t end, const extents<rank>& d) const {
+    auto one = [&](index_t i) { out[i] = eval::template at<it, root>(ctx, detail::unravel(i, d)); };
+    const index_t body_begin = (begin + row_length - 1) / row_length * row_length;
+    const index_t body_end = end / row_length * row_length;
+    if (body_begin >= body_end) {
+      for (index_t i = begin; i < end; ++i) one(i);
+      return;
+    }
+    for (index_t i = begin; i < body_begin; ++i) one(i);  // the end of a row another call began
+    extents<row> outer{};
+    for (std::size_t k = 0; k < row; ++k) outer[k] = d[k];
+    detail::for_each_row<row - 1>(body_begin / row_length, body_end / row_length, outer,
+                                  [&](extents<row>& oc, index_t i, index_t first, index_t n) {
+      extents<rank> c{};
+      for (std::size_t k = 0; k < row; ++k) c[k] = oc[k];
+      for (index_t j = 0; j < n; ++j) {
+        c[row - 1] = first + j;
+        T* line = out + (i + j) * row_length;
+        for (index_t k = 0; k < row_length; ++k) {
+          c[row] = k;
+          line[k] = eval::template at<it, root>(ctx, c);
+        }
+      }
+    });
+    for (index_t i = body_end; i < end; ++i) one(i);
+  }
+
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
     if constexpr (where::permute < 0 && eval::template is_flat<it, root>()) {
       for (index_t i = begin; i < end; ++i) out[i] = eval::template at_flat<it, root>(ctx, i);
     } else if constexpr (rank == 0) {
       if (begin < end) out[0] = eval::template at<it, root>(ctx, {});
+    } else if constexpr (short_rows) {
+      run_short_rows(begin, end, eval::template dims<it>(ctx));
     } else {
-      constexpr std::size_t row = detail::row_axis(typename eval::template node_t<it>::static_extents{});
       detail::for_each_row<row>(begin, end, eval::template dims<it>(ctx),
                                 [&](extents<rank>& c, index_t i, index_t first, index_t n) {
         if constexpr (where::permute < 0) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <xtensor/xmanipulation.hpp>
 
 #include "test_support.hpp"
 
@@ -185,6 +186,21 @@ TEMPLATE_LIST_TEST_CASE("a kernel run in one loop with the next keeps the scalar
     }
     test::require_close(prog.template output<0>(), ad, 1e-4, 1e-4);
     test::require_close(prog.template output<1>(), bd, 1e-4, 1e-4);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("rows of 3 run as blocks, also where a thread's range begins inside a row", "[plan]",
+                        test_backends) {
+  // The output (7, Batch, 3) reads x through a permute, row by row of 3 elements. 2039 is
+  // prime, so the ranges the host's threads take begin and end inside rows.
+  auto x = input<"x", f32>(shape<Batch, 7, 3>);
+  auto prog = compile<TestType>(permute<1, 0, 2>(x) * 2.0_c + 1.0_c);
+  for (std::size_t batch : {1u, 2039u}) {
+    auto xv = test::random_array<float>({batch, 7, 3}, 35);
+    prog.bind("x", xv);
+    prog.run();
+    xt::xarray<double> expected = xt::transpose(test::to_double(xv), {1, 0, 2}) * 2.0 + 1.0;
+    test::require_close(prog.template output<0>(), expected, 1e-6, 1e-6);
   }
 }
 
