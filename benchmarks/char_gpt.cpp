@@ -6,7 +6,10 @@
 // the step's GEMMs alone in OpenBLAS give the floor. The goals: tokens/s above the fastest
 // peer's, and a step within 1.3x of its GEMMs.
 //
-//     char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T]
+//     char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T] [--profile] [--no-peers]
+//
+// --no-peers measures luminal and the GEMMs alone, without PyTorch and JAX. --profile prints, after the timed steps, each kernel's time in the layer block's forward
+// and backward programs (summed over the layers of a step) and what they fuse.
 //
 // benchmarks/cuda/char_gpt_cuda.cu compiles this file with nvcc for luminal::cuda
 // (LUMINAL_BENCH_CUDA): the blocks run on the GPU, and PyTorch runs on it too
@@ -33,7 +36,8 @@ using namespace luminal;
 // spends time exponential in a graph's depth on a program type named in non-template code
 // (README, "Compile time under nvcc"), and instantiations reached from a template do not.
 template <class Backend>
-int run_benchmark(int batch, int reps, int layers, int threads, const std::string& device) {
+int run_benchmark(int batch, int reps, int layers, int threads, const std::string& device, bool profile,
+                  bool peers) {
   constexpr int context = 128;
   nn::GPT<256, 256, 4, 256, Backend> gpt(layers);
   // Parameters, gradients, optimizer state and activations stay in the backend's memory:
@@ -60,6 +64,20 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
         optimizer.step(params, t.device_gradients());
       },
       reps, 2);
+  if (profile) {  // after the timing: profiling waits after every kernel
+    gpt.layer_block().forward().set_profiling(true);
+    gpt.layer_block().backward().set_profiling(true);
+    for (int rep = 0; rep < 3; ++rep) {
+      t.clear();
+      auto loss = gpt.loss(t, tokens, targets);
+      t.backward(loss);
+      optimizer.step(params, t.device_gradients());
+    }
+    std::printf("The layer block's forward program (%d calls a step):\n%s\n%s\n", layers,
+                gpt.layer_block().forward().profile().c_str(), gpt.layer_block().forward().describe().c_str());
+    std::printf("The layer block's backward program (%d calls a step):\n%s\n%s\n", layers,
+                gpt.layer_block().backward().profile().c_str(), gpt.layer_block().backward().describe().c_str());
+  }
   const double tokens_per_step = double(batch) * context;
   std::printf("char GPT on %s: %d layers, width 256, 4 heads, context %d, batch %d (%zu MB kept on the tape)\n",
               Backend::name, layers, context, batch, held >> 20);
@@ -75,13 +93,16 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
   auto torch = bench::run_torch("char_gpt.py", arguments(threads), command);
 #else
   // On the CPU, PyTorch at 1 and at luminal's thread count (or at --threads): the faster.
-  auto torch = bench::run_torch("char_gpt.py", arguments(threads > 0 ? threads : int(thread_pool::instance().size())),
-                                command);
-  if (threads <= 0) {
-    auto alone = bench::run_torch("char_gpt.py", arguments(1), command);
-    if (alone.count("torch_step_ms") &&
-        (!torch.count("torch_step_ms") || std::stod(alone["torch_step_ms"]) < std::stod(torch["torch_step_ms"])))
-      torch = alone;
+  std::map<std::string, std::string> torch{{"_status", "--no-peers"}};
+  if (peers) {
+    torch = bench::run_torch("char_gpt.py", arguments(threads > 0 ? threads : int(thread_pool::instance().size())),
+                             command);
+    if (threads <= 0) {
+      auto alone = bench::run_torch("char_gpt.py", arguments(1), command);
+      if (alone.count("torch_step_ms") &&
+          (!torch.count("torch_step_ms") || std::stod(alone["torch_step_ms"]) < std::stod(torch["torch_step_ms"])))
+        torch = alone;
+    }
   }
 #endif
   if (!torch.count("torch_step_ms")) {
@@ -95,8 +116,9 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
   }
 #ifndef LUMINAL_BENCH_CUDA
   // JAX at 1 and at luminal's thread count, the faster (the CPU only).
-  std::map<std::string, std::string> jax;
+  std::map<std::string, std::string> jax{{"_status", "--no-peers"}};
   for (int peer_threads : {1, int(thread_pool::instance().size())}) {
+    if (!peers) break;
     std::string jax_command;
     auto run = bench::run_peer("jax", bench::jax_interpreter(), "char_gpt_jax.py",
                                "--layers " + std::to_string(layers) + " --batch " + std::to_string(batch) +
@@ -148,15 +170,25 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
 
 int main(int argc, char** argv) {
   int batch = 8, reps = 10, layers = 4, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool profile = false, peers = true;
+  for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
+    if (a == "--profile" || a == "--no-peers") {
+      (a == "--profile" ? profile : peers) = a == "--profile";
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::cerr << "char_gpt_bench: " << a << " needs a value\n";
+      return 2;
+    }
     int v = std::atoi(argv[i + 1]);
     if (a == "--batch") batch = v;
     else if (a == "--reps") reps = v;
     else if (a == "--layers") layers = v;
     else if (a == "--threads") threads = v;
     else {
-      std::cerr << "usage: char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T]\n";
+      std::cerr << "usage: char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T] [--profile] [--no-peers]\n";
       return 2;
     }
   }
@@ -177,5 +209,5 @@ int main(int argc, char** argv) {
   device = "cuda";
 #endif
 
-  return run_benchmark<bench_backend>(batch, reps, layers, threads, device);
+  return run_benchmark<bench_backend>(batch, reps, layers, threads, device, profile, peers);
 }

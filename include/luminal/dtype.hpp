@@ -58,3 +58,7 @@ using index_t = std::int64_t;
 #define LUMINAL_HD
 #endif
 #define LUMINAL_INLINE LUMINAL_HD inline
+/// On the pointer a kernel writes through: its stores change none of the values the kernel
+/// reads (inputs, broadcast scalars, the buffer table), so loads stay out of the loop and
+/// the loop vectorizes.
+#define LUMINAL_RESTRICT __restrict__

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "eval.hpp"
+#include "ops/vector_math.hpp"
 
 namespace luminal {
 
@@ -134,7 +135,7 @@ struct elementwise_kernel {
       for (std::size_t k = 0; k < row; ++k) c[k] = oc[k];
       for (index_t j = 0; j < n; ++j) {
         c[row - 1] = first + j;
-        T* line = out + (i + j) * row_length;
+        T* LUMINAL_RESTRICT line = out + (i + j) * row_length;
         for (index_t k = 0; k < row_length; ++k) {
           c[row] = k;
           line[k] = eval::template at<it, root>(ctx, c);
@@ -146,7 +147,8 @@ struct elementwise_kernel {
 
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
     if constexpr (where::permute < 0 && eval::template is_flat<it, root>()) {
-      for (index_t i = begin; i < end; ++i) out[i] = eval::template at_flat<it, root>(ctx, i);
+      T* LUMINAL_RESTRICT o = out;
+      for (index_t i = begin; i < end; ++i) o[i] = eval::template at_flat<it, root>(ctx, i);
     } else if constexpr (rank == 0) {
       if (begin < end) out[0] = eval::template at<it, root>(ctx, {});
     } else if constexpr (short_rows) {
@@ -155,10 +157,11 @@ struct elementwise_kernel {
       detail::for_each_row<row>(begin, end, eval::template dims<it>(ctx),
                                 [&](extents<rank>& c, index_t i, index_t first, index_t n) {
         if constexpr (where::permute < 0) {
-          T* line = out + i;
+          T* LUMINAL_RESTRICT line = out + i;
+          extents<rank> at_j = c;  // a local copy: c lives in memory the loop would write
           for (index_t j = 0; j < n; ++j) {
-            c[row] = first + j;
-            line[j] = eval::template at<it, root>(ctx, c);
+            at_j[row] = first + j;
+            line[j] = eval::template at<it, root>(ctx, at_j);
           }
         } else {
           using Perm = typename eval::template node_t<where::permute>;
@@ -207,7 +210,7 @@ struct reduce_kernel {
     index_t extent = eval::template dims<child>(ctx)[axis];
     detail::for_each_row<row>(begin, end, eval::template dims<Id>(ctx),
                               [&](extents<rank>& c, index_t i, index_t first, index_t n) {
-      T* line = out + i;
+      T* LUMINAL_RESTRICT line = out + i;
       if constexpr (axis >= row) {  // axis == row: all outputs have extent 1, one per row
         for (index_t j = 0; j < n; ++j) {
           c[row] = first + j;
@@ -240,12 +243,18 @@ struct reduce_kernel {
       }
       return acc;
     } else {
+      // Blocks of `lanes` elements, lane l taking the elements k = l mod lanes: the block
+      // is a loop of fixed length over consecutive elements, which vectorizes. The last
+      // block reads its last element again past the end and combines the identity there
+      // instead: no remainder loop, so the child is still written once.
       T acc[lanes];
       for (int l = 0; l < lanes; ++l) acc[l] = identity();
-      for (index_t k = 0; k < extent; ++k) {
-        c[axis] = k;
-        T& lane = acc[k & (lanes - 1)];
-        lane = combine(lane, eval::template at<child>(ctx, c));
+      for (index_t block = 0; block < extent; block += lanes) {
+        for (int l = 0; l < lanes; ++l) {
+          const index_t k = block + l;
+          c[axis] = k < extent ? k : extent - 1;
+          acc[l] = combine(acc[l], detail::select_value(k < extent, eval::template at<child>(ctx, c), identity()));
+        }
       }
       for (int l = 1; l < lanes; ++l) acc[0] = combine(acc[0], acc[l]);
       return acc[0];
@@ -283,7 +292,7 @@ struct fused_kernels {
   template <int Id>
   LUMINAL_HD void run_one(index_t first, index_t last) const {
     using T = typename evaluator<P>::template value_type<Id>;
-    T* out = static_cast<T*>(ctx.buffers[Id]);
+    T* LUMINAL_RESTRICT out = static_cast<T*>(ctx.buffers[Id]);
     for (index_t i = first; i < last; ++i) out[i] = evaluator<P>::template at_flat<Id, true>(ctx, i);
   }
 };

@@ -1,13 +1,17 @@
-// The embedded default backend: host memory, a thread pool, OpenBLAS for GEMM.
+// The embedded default backend: host memory, a thread pool, OpenBLAS for GEMM (run on
+// the pool's threads, each calling single-threaded OpenBLAS: host_gemm.hpp).
 #pragma once
 #include <cblas.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include <luminal/backend.hpp>
 
+#include "host_gemm.hpp"
 #include "thread_pool.hpp"
 
 namespace luminal {
@@ -41,15 +45,61 @@ struct host {
              [](const void* b, index_t begin, index_t end) { (*static_cast<const Body*>(b))(begin, end); }, &body);
   }
 
-  void gemm(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const float* a, index_t lda,
-            const float* b, index_t ldb, float* c, index_t ldc) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                int(m), int(n), int(k), 1.0f, a, int(lda), b, int(ldb), 0.0f, c, int(ldc));
+  /// A reduction of `outputs` values over `extent` elements each (kernels.hpp's
+  /// reduce_kernel). Many outputs: each thread takes runs of outputs, in chunks sized by
+  /// the work (outputs x extent), not by the output count, so that a reduction to a few
+  /// thousand values of long axes (a weight gradient summed over a batch) still uses every
+  /// thread. Fewer outputs than threads: each output's axis is cut across the threads and
+  /// their partial results combined.
+  template <class Body>
+  void parallel_reduce(index_t outputs, index_t extent, const Body& body) {
+    if (outputs <= 0) return;
+    auto& pool = thread_pool::instance();
+    const index_t threads = index_t(pool.size());
+    if (threads == 1 || outputs * extent < serial_below) {
+      body(0, outputs);
+    } else if (outputs >= threads) {
+      index_t grain = std::max<index_t>(1, serial_below / 4 / std::max<index_t>(extent, 1));
+      pool.run(outputs, grain,
+               [](const void* b, index_t begin, index_t end) { (*static_cast<const Body*>(b))(begin, end); }, &body);
+    } else {
+      using T = typename Body::value_type;
+      std::array<T, 256> partial;
+      const index_t parts = std::min<index_t>(threads, 256 / outputs);
+      auto part = [&](index_t begin, index_t end) {
+        for (index_t p = begin; p < end; ++p) {
+          index_t o = p / parts, slice = p % parts;
+          T acc = Body::identity();
+          for (index_t k = extent * slice / parts, last = extent * (slice + 1) / parts; k < last; ++k)
+            acc = Body::combine(acc, body.element(o, k));
+          partial[std::size_t(p)] = acc;
+        }
+      };
+      pool.run(outputs * parts, 1,
+               [](const void* f, index_t begin, index_t end) { (*static_cast<const decltype(part)*>(f))(begin, end); },
+               &part);
+      for (index_t o = 0; o < outputs; ++o) {
+        T acc = partial[std::size_t(o * parts)];
+        for (index_t p = 1; p < parts; ++p) acc = Body::combine(acc, partial[std::size_t(o * parts + p)]);
+        body.store(o, acc);
+      }
+    }
   }
-  void gemm(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const double* a, index_t lda,
-            const double* b, index_t ldb, double* c, index_t ldc) {
-    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                int(m), int(n), int(k), 1.0, a, int(lda), b, int(ldb), 0.0, c, int(ldc));
+
+  /// Row-major C = op(A) op(B), on the pool's threads (host_gemm.hpp).
+  template <class T>
+  void gemm(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const T* a, index_t lda, const T* b,
+            index_t ldb, T* c, index_t ldc) {
+    detail::host_gemm(detail::host_gemm_batch<T>{trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, c, ldc, 0}, 1);
+  }
+  /// `batches` GEMMs whose operands lie at fixed strides (0: one matrix for every batch).
+  template <class T>
+  void gemm_strided_batched(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const T* a, index_t lda,
+                            index_t stride_a, const T* b, index_t ldb, index_t stride_b, T* c, index_t ldc,
+                            index_t stride_c, index_t batches) {
+    detail::host_gemm(detail::host_gemm_batch<T>{trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c,
+                                                 ldc, stride_c},
+                      batches);
   }
 };
 

@@ -96,6 +96,12 @@ class GPT {
   }
 
   static std::string layer_prefix(int i) { return "h." + std::to_string(i); }
+  /// The compiled transformer layer, embedding and head blocks (each a forward and a
+  /// backward program): `gpt.layer_block().forward().set_profiling(true)` times each of
+  /// their kernels (program::profile, program::describe).
+  auto& layer_block() { return *layer_; }
+  auto& embed_block() { return *embed_; }
+  auto& head_block() { return *head_; }
 
  private:
   void check_context(const xt::xarray<int>& token_ids) const {

@@ -3,6 +3,7 @@
 #pragma once
 #include "expand.hpp"
 #include "map.hpp"
+#include "vector_math.hpp"
 #include "simplify.hpp"
 
 namespace luminal {
@@ -43,10 +44,11 @@ struct Max : same_type_result {
   static constexpr std::string_view name = "max";
   static constexpr int cost = 1;
   static constexpr bool floating_only = false, takes_bool = true;
-  // Two selects rather than a short-circuit ||: GCC then vectorizes the fused loop.
+  // Two selects rather than a short-circuit ||, a quiet comparison and blends
+  // (vector_math.hpp): GCC then vectorizes the fused loop.
   template <class T> LUMINAL_HD static T apply(T a, T b) {
-    T larger = a > b ? a : b;
-    return a != a ? a : larger;
+    T larger = detail::select_value(detail::quiet_greater(a, b), a, b);
+    return detail::select_value(a != a, a, larger);
   }
 };
 }  // namespace fn

@@ -12,11 +12,13 @@ struct Expand : view_op {
   using shape = Target;
 
   /// Size-1 input axes read coordinate 0; new leading axes are dropped. Static extents
-  /// fold, so a broadcast read costs nothing per element.
+  /// fold, so a broadcast read costs nothing per element. The coordinate is multiplied by
+  /// 0 or 1 rather than chosen: GCC vectorizes no loop that selects by a condition fixed
+  /// outside it (luminal turns off the loop unswitching that would hoist it).
   template <std::size_t RO, std::size_t RI>
   LUMINAL_HD static extents<RI> to_child(const extents<RO>& c, const extents<RO>&, const extents<RI>& in) {
     extents<RI> in_c{};
-    for (std::size_t k = 0; k < RI; ++k) in_c[k] = in[k] == 1 ? 0 : c[k + (RO - RI)];
+    for (std::size_t k = 0; k < RI; ++k) in_c[k] = c[k + (RO - RI)] * index_t(in[k] != 1);
     return in_c;
   }
 };

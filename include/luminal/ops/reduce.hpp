@@ -5,6 +5,7 @@
 
 #include "../errors.hpp"
 #include "reshape.hpp"
+#include "vector_math.hpp"
 
 namespace luminal {
 
@@ -20,9 +21,9 @@ struct MaxReduce {
     if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
     else return std::numeric_limits<T>::lowest();
   }
-  template <class T> LUMINAL_HD static T combine(T acc, T x) {
-    T larger = x > acc ? x : acc;
-    return x != x ? x : larger;
+  template <class T> LUMINAL_HD static T combine(T acc, T x) {  // as fn::Max, NaN wins
+    T larger = detail::select_value(detail::quiet_greater(x, acc), x, acc);
+    return detail::select_value(x != x, x, larger);
   }
 };
 }  // namespace fn

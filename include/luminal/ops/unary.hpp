@@ -2,6 +2,7 @@
 #pragma once
 #include "map.hpp"
 #include "simplify.hpp"
+#include "vector_math.hpp"
 
 namespace luminal {
 
@@ -10,13 +11,25 @@ struct Exp2 : same_type_result {
   static constexpr std::string_view name = "exp2";
   static constexpr int cost = 4;
   static constexpr bool floating_only = true, takes_bool = false;
-  template <class T> LUMINAL_HD static T apply(T x) { using std::exp2; return exp2(x); }
+  template <class T> LUMINAL_HD static T apply(T x) {
+#ifndef __CUDA_ARCH__
+    if constexpr (std::is_same_v<T, float>) return detail::exp2_f32(x);  // vectorizes (vector_math.hpp)
+#endif
+    using std::exp2;
+    return exp2(x);
+  }
 };
 struct Log2 : same_type_result {
   static constexpr std::string_view name = "log2";
   static constexpr int cost = 4;
   static constexpr bool floating_only = true, takes_bool = false;
-  template <class T> LUMINAL_HD static T apply(T x) { using std::log2; return log2(x); }
+  template <class T> LUMINAL_HD static T apply(T x) {
+#ifndef __CUDA_ARCH__
+    if constexpr (std::is_same_v<T, float>) return detail::log2_f32(x);  // vectorizes (vector_math.hpp)
+#endif
+    using std::log2;
+    return log2(x);
+  }
 };
 struct Sin : same_type_result {
   static constexpr std::string_view name = "sin";

@@ -1,6 +1,7 @@
 // where(cond, a, b): the one ternary primitive.
 #pragma once
 #include "binary.hpp"
+#include "vector_math.hpp"
 
 namespace luminal {
 
@@ -10,7 +11,7 @@ struct Where {
   static constexpr int cost = 1;
   static constexpr bool floating_only = false, takes_bool = true;
   template <class C, class T, class U> using result = T;
-  template <class T> LUMINAL_HD static T apply(bool cond, T a, T b) { return cond ? a : b; }
+  template <class T> LUMINAL_HD static T apply(bool cond, T a, T b) { return detail::select_value(cond, a, b); }
 };
 }  // namespace fn
 

@@ -1,0 +1,103 @@
+// GEMMs on the host backend's own threads: each thread calls single-threaded OpenBLAS on
+// its part of the output (whole matrices of a batch, or blocks of rows or columns of one
+// matrix). One pool runs every kernel of a program: OpenBLAS's own threads would spin
+// after each GEMM (OpenBLAS waits for the next call before sleeping) while the pool's
+// elementwise kernels need the same cores, and a batch of small GEMMs (a convolution's
+// per-image products) would pay a thread launch per matrix.
+#pragma once
+#include <cblas.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "thread_pool.hpp"
+
+namespace luminal::detail {
+
+/// Row-major C[b] = op(A[b]) op(B[b]) for b < batches, A[b] = a + b * stride_a (likewise
+/// B, C); a stride of 0 repeats one matrix.
+template <class T>
+struct host_gemm_batch {
+  bool trans_a, trans_b;
+  index_t m, n, k;
+  const T* a;
+  index_t lda, stride_a;
+  const T* b;
+  index_t ldb, stride_b;
+  T* c;
+  index_t ldc, stride_c;
+
+  /// One call of single-threaded BLAS on rows [row0, row1) and columns [col0, col1) of C[batch].
+  void block(index_t batch, index_t row0, index_t row1, index_t col0, index_t col1) const {
+    const T* ap = a + batch * stride_a + (trans_a ? row0 : row0 * lda);
+    const T* bp = b + batch * stride_b + (trans_b ? col0 * ldb : col0);
+    T* cp = c + batch * stride_c + row0 * ldc + col0;
+    auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, int(row1 - row0), int(col1 - col0), int(k), 1.0f, ap, int(lda), bp, int(ldb),
+                  0.0f, cp, int(ldc));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, int(row1 - row0), int(col1 - col0), int(k), 1.0, ap, int(lda), bp, int(ldb),
+                  0.0, cp, int(ldc));
+  }
+};
+
+/// Work items of a batched GEMM for `threads` threads: whole matrices when the batch
+/// alone keeps every thread busy, else each matrix cut into `parts` blocks along its
+/// longer side (rows or columns), in multiples of 16 so that BLAS's micro-kernels see
+/// full tiles.
+struct gemm_split {
+  index_t parts = 1;
+  bool by_rows = true;
+  index_t block = 0;  // rows or columns per part
+};
+inline gemm_split split_gemm(index_t batches, index_t m, index_t n, unsigned threads) {
+  gemm_split s;
+  s.by_rows = m >= n;
+  index_t side = s.by_rows ? m : n;
+  if (batches >= index_t(threads) || threads <= 1) {
+    s.block = side;
+    return s;
+  }
+  index_t wanted = (index_t(threads) + batches - 1) / batches;
+  s.block = std::max<index_t>(16, (side + wanted - 1) / wanted + 15) / 16 * 16;
+  s.parts = (side + s.block - 1) / s.block;
+  return s;
+}
+
+/// Below this many multiply-adds a GEMM runs on the calling thread.
+inline constexpr double host_gemm_serial_below = 1 << 18;
+
+/// OpenBLAS's own threads stay at one: the pool parallelizes. Done once per process, when
+/// a GEMM first runs.
+inline void single_threaded_blas() {
+#ifdef OPENBLAS_VERSION
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+#endif
+}
+
+template <class T>
+void host_gemm(const host_gemm_batch<T>& g, index_t batches) {
+  single_threaded_blas();
+  auto& pool = thread_pool::instance();
+  double work = double(g.m) * double(g.n) * double(g.k) * double(batches);
+  gemm_split s = split_gemm(batches, g.m, g.n, pool.size());
+  index_t items = batches * s.parts;
+  auto run_items = [&](index_t begin, index_t end) {
+    for (index_t item = begin; item < end; ++item) {
+      index_t batch = item / s.parts, part = item % s.parts;
+      index_t first = part * s.block, last = std::min((s.by_rows ? g.m : g.n), first + s.block);
+      if (s.by_rows) g.block(batch, first, last, 0, g.n);
+      else g.block(batch, 0, g.m, first, last);
+    }
+  };
+  if (pool.size() == 1 || items == 1 || work < host_gemm_serial_below) {
+    run_items(0, items);
+    return;
+  }
+  pool.run(items, 1, [](const void* f, index_t begin, index_t end) { (*static_cast<const decltype(run_items)*>(f))(begin, end); },
+           &run_items);
+}
+
+}  // namespace luminal::detail
