@@ -47,7 +47,7 @@ int verify(const std::string& file) {
       std::cerr << file << ": element " << i << " is " << v[i] << ", not " << expected << "\n";
       return 1;
     }
-  std::cout << file << ": a whole checkpoint of iteration " << expected << "\n";
+  std::cout << file << ": a whole checkpoint of iteration " << store.metadata.at("iteration") << "\n";
   return 0;
 }
 
