@@ -9,15 +9,23 @@
 // The data is the Debian package dataset-fashion-mnist (/usr/share/datasets/fashion-mnist).
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <luminal/data/idx.hpp>
 #include <luminal/nn.hpp>
 #include <luminal/train.hpp>
+#include <limits>
 #include <numbers>
+#include <optional>
 #include <string>
+#include <system_error>
 
 using namespace luminal;
 
@@ -35,9 +43,16 @@ struct options {
   std::string checkpoint, csv;
   bool resume = false;
   bool profile = false;  // print per-kernel times of the training step at the end
-  long long limit = 0;  // use only the first N training images (quick runs)
-  int stop_after = 0;   // stop after this epoch, as if interrupted (to test --resume)
+  long long limit = 0;  // use only the first N training images (quick runs); 0: all
+  int stop_after = 0;   // stop after this epoch, as if interrupted (to test --resume); 0: never
 };
+
+// Every number is range-checked as it is read: a value out of range is an error that
+// names the option, never a conversion with undefined or surprising results
+// (int(1e300), or --seed -1 as 2^64 - 1).
+constexpr long long max_epochs = 100000;
+constexpr long long max_batch_size = 60000;  // the training set
+constexpr double max_lr = 10.0;
 
 [[noreturn]] void usage(const char* argv0, const std::string& problem = "") {
   if (!problem.empty()) std::cerr << "fashion_mnist: " << problem << "\n\n";
@@ -46,15 +61,51 @@ struct options {
                "       [--seed S] [--data DIR] [--checkpoint FILE [--resume]] [--csv FILE] [--limit N]\n"
                "       [--profile] [--stop-after EPOCH]\n\n"
                "  --model         mlp (784-512-256-10, dropout 0.2) or cnn (2 conv 3x3 + max-pool, 2 linear)\n"
-               "  --epochs        passes over the 60000 training images (default: mlp 12, cnn 6)\n"
-               "  --lr            peak AdamW learning rate, cosine-decayed to 0 over the run (default 1e-3)\n"
+               "  --epochs        passes over the 60000 training images, 1 to 100000 (default: mlp 12, cnn 6)\n"
+               "  --batch-size    images per step, 1 to 60000 (default 128)\n"
+               "  --lr            peak AdamW learning rate, cosine-decayed to 0 over the run, in (0, 10] (default 1e-3)\n"
+               "  --weight-decay  AdamW's decoupled weight decay, in [0, 1] (default 0)\n"
+               "  --seed          initialization, shuffling and dropout seed, 0 to 2^64-1 (default 1)\n"
                "  --checkpoint    save parameters + optimizer state here after every epoch (atomic)\n"
                "  --resume        continue from --checkpoint: same seed, same trajectory\n"
                "  --csv           write per-epoch metrics (epoch, loss, test accuracy, seconds, images/s)\n"
-               "  --limit         train on the first N images only (a quick run)\n"
+               "  --limit         train on the first N images only (a quick run), N >= 1\n"
                "  --profile       time every kernel of the training step and print the slowest\n"
                "  --stop-after    stop after this epoch as if interrupted (the schedule still spans --epochs)\n";
   std::exit(problem.empty() ? 0 : 2);
+}
+
+/// `text` as an integer in [low, high], or nullopt: whole text, decimal, no sign for
+/// unsigned types, no overflow.
+template <class Int>
+std::optional<Int> parse_integer(const std::string& text, Int low, Int high) {
+  Int value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty() || value < low || value > high) return std::nullopt;
+  return value;
+}
+
+/// Fails (naming the option `what` and `path`) unless `path` can be written atomically: its
+/// directory exists and accepts a new file, and `path` is not a directory. Checked
+/// before training, so that a bad --checkpoint is not noticed after a whole epoch.
+void require_writable(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw std::runtime_error(what + " '" + path + "' is a directory");
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    throw std::runtime_error(what + " '" + path + "': '" + dir.string() + "' is not a directory");
+  std::string probe = (dir / ".fashion_mnist-write-test-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    const int err = errno;
+    throw std::runtime_error(what + " '" + path + "': cannot create files in '" + dir.string() +
+                             "': " + std::generic_category().message(err));
+  }
+  ::close(fd);
+  fs::remove(probe, ec);
 }
 
 options parse(int argc, char** argv) {
@@ -65,37 +116,117 @@ options parse(int argc, char** argv) {
       if (a + 1 >= argc) usage(argv[0], arg + " needs a value");
       return argv[++a];
     };
-    auto number = [&](const std::string& text) {
-      try {
-        std::size_t used = 0;
-        double v = std::stod(text, &used);
-        if (used != text.size()) throw std::invalid_argument(text);
-        return v;
-      } catch (const std::exception&) {
-        usage(argv[0], arg + " needs a number, got '" + text + "'");
+    auto integer = [&](long long low, long long high) {
+      const std::string text = value();
+      const auto v = parse_integer<long long>(text, low, high);
+      if (!v) usage(argv[0], arg + " must be an integer from " + std::to_string(low) + " to " + std::to_string(high) +
+                                 ", not '" + text + "'");
+      return *v;
+    };
+    auto real = [&](double low, double high, bool low_open) {
+      const std::string text = value();
+      double v = 0;
+      const char* end = text.data() + text.size();
+      const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+      const float f = float(v);  // checked as the float it becomes: 1e-50 is not a positive lr
+      const bool ok = ec == std::errc() && ptr == end && !text.empty() && std::isfinite(v) &&
+                      (low_open ? f > low : f >= low) && f <= high;
+      if (!ok) {
+        char range[96];
+        std::snprintf(range, sizeof range, "%s%g, %g]", low_open ? "(" : "[", low, high);
+        usage(argv[0], arg + " must be a number in " + range + ", not '" + text + "'");
       }
+      return v;
     };
     if (arg == "-h" || arg == "--help") usage(argv[0]);
     else if (arg == "--model") o.model = value();
-    else if (arg == "--epochs") o.epochs = int(number(value()));
-    else if (arg == "--batch-size") o.batch_size = int(number(value()));
-    else if (arg == "--lr") o.lr = float(number(value()));
-    else if (arg == "--weight-decay") o.weight_decay = float(number(value()));
-    else if (arg == "--seed") o.seed = std::uint64_t(number(value()));
-    else if (arg == "--data") o.data_dir = value();
+    else if (arg == "--epochs") o.epochs = int(integer(1, max_epochs));
+    else if (arg == "--batch-size") o.batch_size = int(integer(1, max_batch_size));
+    else if (arg == "--lr") o.lr = float(real(0.0, max_lr, true));
+    else if (arg == "--weight-decay") o.weight_decay = float(real(0.0, 1.0, false));
+    else if (arg == "--seed") {
+      const std::string text = value();
+      const auto v = parse_integer<std::uint64_t>(text, 0, std::numeric_limits<std::uint64_t>::max());
+      if (!v) usage(argv[0], "--seed must be an integer from 0 to 18446744073709551615, not '" + text + "'");
+      o.seed = *v;
+    } else if (arg == "--data") o.data_dir = value();
     else if (arg == "--checkpoint") o.checkpoint = value();
     else if (arg == "--csv") o.csv = value();
     else if (arg == "--resume") o.resume = true;
     else if (arg == "--profile") o.profile = true;
-    else if (arg == "--limit") o.limit = (long long)number(value());
-    else if (arg == "--stop-after") o.stop_after = int(number(value()));
+    else if (arg == "--limit") o.limit = integer(1, std::numeric_limits<int>::max());
+    else if (arg == "--stop-after") o.stop_after = int(integer(1, max_epochs));
     else usage(argv[0], "unknown argument '" + arg + "'");
   }
   if (o.model != "mlp" && o.model != "cnn") usage(argv[0], "--model must be mlp or cnn, not '" + o.model + "'");
   if (o.epochs == 0) o.epochs = o.model == "mlp" ? 12 : 6;
-  if (o.epochs < 0 || o.batch_size < 1 || !(o.lr > 0)) usage(argv[0], "epochs, batch size and lr must be positive");
+  if (o.stop_after > o.epochs)
+    usage(argv[0], "--stop-after " + std::to_string(o.stop_after) + " is after the last epoch (--epochs " +
+                       std::to_string(o.epochs) + ")");
   if (o.resume && o.checkpoint.empty()) usage(argv[0], "--resume needs --checkpoint FILE");
+  if (o.data_dir.empty()) usage(argv[0], "--data needs a directory");
   return o;
+}
+
+/// The value of metadata `key` of checkpoint `file` as an integer in [low, high]; fails
+/// naming the file, the key, the value and the range.
+long long checkpoint_integer(const tensor_store& saved, const std::string& file, const std::string& key,
+                             long long low, long long high, const std::string& why) {
+  auto it = saved.metadata.find(key);
+  const auto v = it == saved.metadata.end() ? std::nullopt : parse_integer<long long>(it->second, low, high);
+  if (!v)
+    throw std::runtime_error("checkpoint '" + file + "': key '" + key + "' is " +
+                             (it == saved.metadata.end() ? std::string("missing")
+                                                         : "'" + it->second.substr(0, 40) + "'") +
+                             ", not an integer from " + std::to_string(low) + " to " + std::to_string(high) + " (" +
+                             why + ")");
+  return *v;
+}
+
+/// The epochs that checkpoint `saved` completed, after the checks that load_state cannot
+/// make: the metadata this program writes, and values that would make the first step
+/// NaN. Each failure names the file and the key or tensor.
+int resumed_epochs(const tensor_store& saved, const options& opt, std::size_t steps_per_epoch) {
+  const std::string& file = opt.checkpoint;
+  if (auto it = saved.metadata.find("model"); it != saved.metadata.end() && it->second != opt.model)
+    throw std::runtime_error("checkpoint '" + file + "': key 'model' is '" + it->second.substr(0, 40) +
+                             "', but --model is " + opt.model);
+  if (auto it = saved.metadata.find("luminal.optimizer"); it != saved.metadata.end() && it->second != adamw::name)
+    throw std::runtime_error("checkpoint '" + file + "': key 'luminal.optimizer' is '" + it->second.substr(0, 40) +
+                             "', but this program trains with " + std::string(adamw::name));
+  // A file without "epoch" holds parameters alone (written by PyTorch, say): epoch 0.
+  const int done = saved.metadata.contains("epoch")
+                       ? int(checkpoint_integer(saved, file, "epoch", 0, opt.epochs - 1,
+                                                "the epochs it completed, fewer than --epochs " +
+                                                    std::to_string(opt.epochs) + " to leave one to train"))
+                       : 0;
+  if (opt.stop_after != 0 && opt.stop_after <= done)
+    throw std::runtime_error("--stop-after " + std::to_string(opt.stop_after) + " is not after epoch " +
+                             std::to_string(done) + ", where checkpoint '" + file + "' ends");
+  if (saved.metadata.contains("luminal.step")) {
+    const long long expected = (long long)(done) * (long long)(steps_per_epoch);
+    const long long steps = checkpoint_integer(saved, file, "luminal.step", 0, std::numeric_limits<long long>::max(),
+                                               "the optimizer's step count");
+    if (steps != expected)
+      throw std::runtime_error("checkpoint '" + file + "': key 'luminal.step' is " + std::to_string(steps) +
+                               ", but epoch " + std::to_string(done) + " ends at step " + std::to_string(expected) +
+                               " with " + std::to_string(steps_per_epoch) +
+                               " steps per epoch (resume with the --batch-size and --limit it was trained with)");
+  }
+  for (const auto& [name, entry] : saved) {
+    if (entry.dtype != dtype_tag::f32) continue;
+    const bool non_negative = name.starts_with("optimizer.exp_avg_sq.");
+    const std::size_t count = entry.data.size() / sizeof(float);
+    for (std::size_t i = 0; i < count; ++i) {
+      float v;
+      std::memcpy(&v, entry.data.data() + i * sizeof(float), sizeof v);
+      if (!std::isfinite(v) || (non_negative && v < 0))
+        throw std::runtime_error("checkpoint '" + file + "': tensor '" + name + "' holds " + std::to_string(v) +
+                                 " at element " + std::to_string(i) +
+                                 (non_negative ? " (it must be finite and non-negative)" : " (it must be finite)"));
+    }
+  }
+  return done;
 }
 
 // ---- the two models, as functions of the graph mode (dropout is on only in training) ----
@@ -176,6 +307,9 @@ double test_accuracy(Eval& eval, const Store& store, const fashion_mnist_data& t
 
 template <class ModelFn, class Modules>
 int train(const options& opt, ModelFn model, Modules modules) {
+  // Where results go is checked first, so that a bad path is not noticed after an epoch.
+  if (!opt.checkpoint.empty()) require_writable(opt.checkpoint, "--checkpoint");
+  if (!opt.csv.empty()) require_writable(opt.csv, "--csv");
   std::cerr << "loading Fashion-MNIST from " << opt.data_dir << "\n";
   fashion_mnist_data train_set = load_fashion_mnist(opt.data_dir, dataset_split::train);
   fashion_mnist_data test_set = load_fashion_mnist(opt.data_dir, dataset_split::test);
@@ -183,6 +317,12 @@ int train(const options& opt, ModelFn model, Modules modules) {
   normalize(test_set.images, fashion_mnist_mean, fashion_mnist_std);
   const std::size_t n = opt.limit > 0 ? std::min<std::size_t>(std::size_t(opt.limit), train_set.labels.size())
                                       : train_set.labels.size();
+  const std::size_t bs = std::size_t(opt.batch_size);
+  const std::size_t steps_per_epoch = n / bs;
+  if (steps_per_epoch == 0)
+    throw std::runtime_error("--batch-size " + std::to_string(bs) + " is larger than the " + std::to_string(n) +
+                             " training images" + (opt.limit > 0 ? " (--limit " + std::to_string(opt.limit) + ")" : "") +
+                             ": an epoch would train no step");
 
   auto labels = input<"labels", i32>(shape<Batch>);
   auto loss = nn::cross_entropy(model(nn::train), labels);
@@ -198,11 +338,11 @@ int train(const options& opt, ModelFn model, Modules modules) {
   int first_epoch = 1;
   if (opt.resume) {
     tensor_store saved = load_safetensors(opt.checkpoint);
+    const int done = resumed_epochs(saved, opt, steps_per_epoch);
     step.load_state(saved, "'" + opt.checkpoint + "'");
-    auto it = saved.metadata.find("epoch");
-    first_epoch = (it == saved.metadata.end() ? 0 : std::stoi(it->second)) + 1;
-    std::cerr << "resumed from " << opt.checkpoint << " after epoch " << first_epoch - 1 << " (step "
-              << step.step_count() << ")\n";
+    first_epoch = done + 1;
+    std::cerr << "resumed from " << opt.checkpoint << " after epoch " << done << " (step " << step.step_count()
+              << ")\n";
   }
   std::cerr << "model " << opt.model << ": " << decltype(step)::slot_count << " parameter and state tensors, "
             << step.program().kernel_count() << " kernels per step (set-up "
@@ -215,8 +355,6 @@ int train(const options& opt, ModelFn model, Modules modules) {
     if (!opt.resume) csv << "epoch,step,train_loss,test_accuracy,seconds,images_per_second\n";
   }
 
-  const std::size_t bs = std::size_t(opt.batch_size);
-  const std::size_t steps_per_epoch = n / bs;
   const double total_steps = double(steps_per_epoch) * opt.epochs;
   xt::xarray<float> x_batch = xt::xarray<float>::from_shape({bs, std::size_t(784)});
   xt::xarray<std::int32_t> y_batch = xt::xarray<std::int32_t>::from_shape({bs});

@@ -6,7 +6,7 @@
 //     /usr/bin/python3 tests/fixtures/safetensors_interop.py write
 // and the same script reads a luminal-written file back into torch:
 //     /usr/bin/python3 tests/fixtures/safetensors_interop.py read <file>
-// ("safetensors: a checkpoint for PyTorch" writes one and prints its path).
+// ("safetensors: a checkpoint for PyTorch" writes one into $LUMINAL_IO_TEST_OUTPUT).
 #include <catch2/catch.hpp>
 #include <zlib.h>
 
@@ -15,6 +15,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "fixture_dir.hpp"
+#include "io_test_support.hpp"
 
 #if !defined(_WIN32)
 #include <unistd.h>
@@ -40,47 +42,11 @@ using luminal::index_t;
 
 namespace {
 
-
-/// A fresh directory under the system temp directory, removed with everything in it.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path = fs::temp_directory_path() /
-           ("luminal-io-test-" + std::to_string(rd()) + "-" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  REQUIRE(out);
-}
-
-std::string u64le(std::uint64_t v) {
-  std::string s(8, '\0');
-  for (int k = 0; k < 8; ++k) s[k] = char((v >> (8 * k)) & 0xFF);
-  return s;
-}
-
-/// A safetensors file from a header (padded with spaces to 8 bytes) and raw data bytes.
-void write_safetensors_raw(const fs::path& p, std::string header, const std::string& data) {
-  header.append((8 - header.size() % 8) % 8, ' ');
-  write_bytes(p, u64le(header.size()) + header + data);
-}
+using test::read_bytes;
+using test::temp_dir;
+using test::u64le;
+using test::write_bytes;
+using test::write_safetensors_raw;
 
 std::string f32le(float v) {
   std::string s(4, '\0');
@@ -306,13 +272,18 @@ TEST_CASE("safetensors: PyTorch-written fixture", "[io]") {
 }
 
 TEST_CASE("safetensors: a checkpoint for PyTorch", "[io]") {
-  // Written where it survives the test, so that it can be read back into torch by hand:
-  //   /usr/bin/python3 tests/fixtures/safetensors_interop.py read <path printed below>
-  const fs::path file = fs::temp_directory_path() / "luminal_io_test_for_torch.safetensors";
+  // Written into a fresh directory of its own (a fixed name in the shared temp folder
+  // would collide with another user's run). To read it back into torch by hand, name a
+  // directory to keep it in:
+  //   LUMINAL_IO_TEST_OUTPUT=DIR luminal_tests "safetensors: a checkpoint for PyTorch"
+  //   /usr/bin/python3 tests/fixtures/safetensors_interop.py read DIR/luminal_io_test_for_torch.safetensors
+  temp_dir dir;
+  const char* keep = std::getenv("LUMINAL_IO_TEST_OUTPUT");
+  const fs::path file = (keep && *keep ? fs::path(keep) : dir.path) / "luminal_io_test_for_torch.safetensors";
   luminal::save_safetensors(sample_store(), file);
   const auto back = luminal::load_safetensors(file);
   CHECK(back.size() == sample_store().size());
-  std::cout << "io_test: wrote " << file.string() << " for tests/fixtures/safetensors_interop.py read\n";
+  if (keep && *keep) std::cout << "io_test: wrote " << file.string() << " for tests/fixtures/safetensors_interop.py read\n";
 }
 
 TEST_CASE("safetensors: corrupt and invalid files are refused with checkpoint_error", "[io]") {
@@ -513,17 +484,7 @@ TEST_CASE("safetensors: a failed save throws and leaves the existing checkpoint 
 
 namespace {
 
-/// An IDX file: header for `type` and `dims`, then `data` (already big-endian).
-std::string idx_bytes(unsigned char type, const std::vector<std::uint32_t>& dims, const std::string& data) {
-  std::string s = {'\0', '\0', char(type), char(dims.size())};
-  for (std::uint32_t d : dims) {
-    s += char(d >> 24);
-    s += char(d >> 16);
-    s += char(d >> 8);
-    s += char(d);
-  }
-  return s + data;
-}
+using test::idx_bytes;
 
 template <class T>
 std::string big_endian(const std::vector<T>& values) {

@@ -4,8 +4,6 @@
 // IDX layout: two zero bytes, a type byte, a rank byte, one big-endian u32 per dimension,
 // then the elements, row-major and big-endian.
 #pragma once
-#include <zlib.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstddef>
@@ -25,14 +23,9 @@
 #include <xtensor/xarray.hpp>
 
 #include "../dtype.hpp"
+#include "idx_source.hpp"
 
 namespace luminal {
-
-/// A data file is missing or not what it should be. The message names the file.
-class data_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 /// IDX element types (the type byte of the header).
 enum class idx_type : std::uint8_t { u8 = 0x08, i8 = 0x09, i16 = 0x0B, i32 = 0x0C, f32 = 0x0D, f64 = 0x0E };
@@ -95,8 +88,25 @@ struct idx_array {
     return {reinterpret_cast<const T*>(bytes.data()), size()};
   }
 
+  /// The elements converted to T, shaped by dims. Throws data_error when dims do not
+  /// describe the bytes held (an idx_array filled by hand), or when their product
+  /// overflows the index type of xtensor's strides, even for an empty array.
   template <class T>
   xt::xarray<T> to_xarray() const {
+    std::size_t nonzero = 1;  // the largest stride xtensor computes
+    bool empty = false;
+    for (std::size_t d : dims) {
+      if (d == 0) {
+        empty = true;
+        continue;
+      }
+      if (nonzero > std::size_t(std::numeric_limits<std::ptrdiff_t>::max()) / d)
+        throw data_error("luminal: idx_array::to_xarray(): dimensions " + dims_text() + " overflow");
+      nonzero *= d;
+    }
+    if ((empty ? 0 : nonzero) != size() || bytes.size() % idx_type_size(type) != 0)
+      throw data_error("luminal: idx_array::to_xarray(): dimensions " + dims_text() + " do not describe the " +
+                       std::to_string(bytes.size()) + " bytes of " + std::string(idx_type_name(type)) + " held");
     xt::xarray<T> out = xt::xarray<T>::from_shape(dims);
     auto convert = [&](auto tag) {
       using S = decltype(tag);
@@ -114,57 +124,28 @@ struct idx_array {
     }
     return out;
   }
-};
 
-namespace detail::idx {
-
-[[noreturn]] inline void fail(const std::filesystem::path& path, const std::string& what) {
-  throw data_error("luminal: IDX file '" + path.string() + "': " + what);
-}
-
-struct gz_closer {
-  gzFile file = nullptr;
-  ~gz_closer() {
-    if (file) gzclose(file);
+  /// "60000 x 28 x 28"
+  std::string dims_text() const {
+    std::string text;
+    for (std::size_t k = 0; k < dims.size(); ++k) text += (k ? " x " : "") + std::to_string(dims[k]);
+    return text;
   }
 };
-
-/// Reads up to `bytes` bytes; returns how many were read. Fails on a read error (corrupt
-/// gzip data); a short count means the input ended.
-inline std::size_t read(const std::filesystem::path& path, gzFile file, void* out, std::size_t bytes) {
-  std::size_t done = 0;
-  auto* p = static_cast<unsigned char*>(out);
-  while (done < bytes) {
-    const unsigned chunk = unsigned(std::min<std::size_t>(bytes - done, std::size_t(1) << 30));
-    const int got = gzread(file, p + done, chunk);
-    if (got < 0) {
-      int code = 0;
-      const char* msg = gzerror(file, &code);
-      fail(path, std::string("read error (corrupt gzip data?): ") + (msg ? msg : "unknown"));
-    }
-    if (got == 0) {
-      int code = 0;
-      const char* msg = gzerror(file, &code);
-      if (code != Z_OK && code != Z_STREAM_END)
-        fail(path, std::string("read error (truncated or corrupt gzip data?): ") + (msg ? msg : "unknown"));
-      break;
-    }
-    done += std::size_t(got);
-  }
-  return done;
-}
-
-}  // namespace detail::idx
 
 /// The default limit on the number of elements read_idx accepts (2^32, 4 GiB of bytes).
 inline constexpr std::uint64_t idx_default_max_elements = std::uint64_t(1) << 32;
 
 /// Reads an IDX file, plain or gzip-compressed (detected from the content, not the name).
 /// Throws data_error naming the file when it is missing, has a bad magic number, an
-/// unsupported type byte, zero dimensions, dimensions whose product overflows or exceeds
-/// `max_elements`, or when its data is truncated, followed by extra bytes, or not valid
-/// gzip. Memory grows with the data actually read, never straight to what the header
-/// claims, so a corrupt header cannot cause a huge allocation.
+/// unsupported type byte, zero dimensions, or dimensions whose product (of the non-zero
+/// ones, so that the strides of an empty array cannot overflow either) exceeds
+/// `max_elements`; when its data is truncated or followed by extra bytes; and when it is
+/// not valid gzip, or holds more than one gzip member or anything after it.
+/// A corrupt header costs no memory: a plain file's size must match the header before
+/// anything is allocated, a gzip file's data must fit what its compressed size can
+/// expand to (deflate's 1032:1 at most), memory grows only with data actually
+/// decompressed, and trailing data is decompressed no further than 1 MiB.
 inline idx_array read_idx(const std::filesystem::path& path, std::uint64_t max_elements = idx_default_max_elements) {
   namespace fs = std::filesystem;
   using detail::idx::fail;
@@ -173,11 +154,9 @@ inline idx_array read_idx(const std::filesystem::path& path, std::uint64_t max_e
   if (!fs::exists(status)) fail(path, "file does not exist");
   if (!fs::is_regular_file(status)) fail(path, "is not a regular file");
 
-  detail::idx::gz_closer in{gzopen(path.string().c_str(), "rb")};
-  if (!in.file) fail(path, "cannot be opened");
-
+  detail::idx::byte_source in(path);
   unsigned char magic[4];
-  std::size_t got = detail::idx::read(path, in.file, magic, 4);
+  std::size_t got = in.read(magic, 4);
   if (got < 4) fail(path, "is too short for the 4-byte IDX magic number (" + std::to_string(got) + " bytes)");
   if (magic[0] != 0 || magic[1] != 0)
     fail(path, "bad magic number (the first two bytes must be 0; this is not an IDX file)");
@@ -194,44 +173,44 @@ inline idx_array read_idx(const std::filesystem::path& path, std::uint64_t max_e
   const unsigned rank = magic[3];
   if (rank == 0) fail(path, "has 0 dimensions");
 
-  std::uint64_t count = 1;
+  std::uint64_t nonzero = 1;  // the product of the non-zero dimensions
   bool has_zero = false, too_many = false;
-  std::string dims_text;
   for (unsigned k = 0; k < rank; ++k) {
     unsigned char b[4];
-    if (detail::idx::read(path, in.file, b, 4) < 4)
+    if (in.read(b, 4) < 4)
       fail(path, "is truncated: it ends inside the header (dimension " + std::to_string(k) + " of " +
                      std::to_string(rank) + ")");
     const std::uint64_t d = (std::uint64_t(b[0]) << 24) | (std::uint64_t(b[1]) << 16) | (std::uint64_t(b[2]) << 8) | b[3];
     out.dims.push_back(std::size_t(d));
-    dims_text += (k ? " x " : "") + std::to_string(d);
     if (d == 0) has_zero = true;
-    else if (count > max_elements / d) too_many = true;  // checked before multiplying: no overflow
-    else count *= d;
+    else if (nonzero > max_elements / d) too_many = true;  // checked before multiplying: no overflow
+    else nonzero *= d;
   }
+  const std::string dims_text = out.dims_text();
   const std::size_t element = idx_type_size(out.type);
-  if (has_zero) count = 0;
-  else if (too_many || count > std::numeric_limits<std::size_t>::max() / element)
-    fail(path, "dimensions " + dims_text + " hold more elements than the limit of " + std::to_string(max_elements));
-  const std::size_t expected = std::size_t(count) * element;
+  if (too_many || nonzero > std::numeric_limits<std::size_t>::max() / element)
+    fail(path, "dimensions " + dims_text + " hold more elements than the limit of " + std::to_string(max_elements) +
+                   (has_zero ? " (not counting the zero extent)" : ""));
+  const std::uint64_t expected = has_zero ? 0 : nonzero * element;
+  const std::uint64_t header_bytes = 4 + 4 * std::uint64_t(rank);
+  const std::string need = "dimensions " + dims_text + " need " + std::to_string(expected) + " bytes of " +
+                           std::string(idx_type_name(out.type)) + " data";
+  if (!in.gzip() && in.file_size() < header_bytes + expected)
+    fail(path, "is truncated: " + need + ", the file holds " + std::to_string(in.file_size() - header_bytes));
+  if (in.gzip() && expected > detail::idx::most_inflated_bytes(in.file_size()))
+    fail(path, "is truncated: " + need + ", more than its " + std::to_string(in.file_size()) +
+                   " bytes of gzip data can expand to");
+
   // Grow with the data actually read: at most 64 MiB ahead of it.
   std::size_t filled = 0;
   while (filled < expected) {
-    const std::size_t want = std::min<std::size_t>(expected - filled, std::size_t(64) << 20);
+    const std::size_t want = std::min<std::size_t>(std::size_t(expected) - filled, std::size_t(64) << 20);
     out.bytes.resize(filled + want);
-    const std::size_t n = detail::idx::read(path, in.file, out.bytes.data() + filled, want);
+    const std::size_t n = in.read(out.bytes.data() + filled, want);
     filled += n;
-    if (n < want)
-      fail(path, "is truncated: dimensions " + dims_text + " need " + std::to_string(expected) + " bytes of " +
-                     std::string(idx_type_name(out.type)) + " data, the file holds " + std::to_string(filled));
+    if (n < want) fail(path, "is truncated: " + need + ", the file holds " + std::to_string(filled));
   }
-  unsigned char extra[256];
-  if (const std::size_t n = detail::idx::read(path, in.file, extra, sizeof extra); n > 0) {
-    std::size_t total = n;
-    while (std::size_t more = detail::idx::read(path, in.file, extra, sizeof extra)) total += more;
-    fail(path, "has " + std::to_string(total) + " bytes of trailing data after the " + std::to_string(expected) +
-                   " bytes that dimensions " + dims_text + " describe");
-  }
+  in.require_end("the " + std::to_string(expected) + " bytes that dimensions " + dims_text + " describe");
 
   // Big-endian elements to native order.
   if (element > 1 && std::endian::native == std::endian::little) {

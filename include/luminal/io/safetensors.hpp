@@ -11,38 +11,20 @@
 // luminal reads and writes the dtypes F32, F64, I32 and BOOL (one byte, 0 or 1).
 #pragma once
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
+#include "atomic_file.hpp"
+#include "safetensors_header.hpp"
 #include "tensor_store.hpp"
 
-#if defined(_WIN32)
-#include <process.h>
-#else
-#include <fcntl.h>
-#include <unistd.h>
-#endif
-
 namespace luminal {
-
-/// A checkpoint could not be written, or a file is not a valid checkpoint. The message
-/// names the file and what is wrong with it.
-class checkpoint_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 namespace detail {
 /// The step count ("luminal.step") of a checkpoint that holds optimizer state, as
@@ -58,7 +40,7 @@ inline std::int64_t checkpoint_step_count(const tensor_store& values, const std:
     if (used != it->second.size() || steps < 0) throw std::invalid_argument("");
     return steps;
   } catch (const std::exception&) {
-    throw checkpoint_error("luminal: " + origin + " has a bad step count '" + it->second + "'");
+    throw checkpoint_error("luminal: " + origin + " has a bad step count '" + safetensors::excerpt(it->second) + "'");
   }
 }
 }  // namespace detail
@@ -68,37 +50,6 @@ namespace detail::safetensors {
 /// The largest header accepted (the reference implementation's limit too).
 inline constexpr std::uint64_t max_header_bytes = std::uint64_t(100) << 20;
 
-constexpr std::string_view format_dtype(dtype_tag tag) {
-  switch (tag) {
-    case dtype_tag::f32: return "F32";
-    case dtype_tag::f64: return "F64";
-    case dtype_tag::i32: return "I32";
-    default: return "BOOL";
-  }
-}
-
-inline bool parse_dtype(std::string_view name, dtype_tag& out) {
-  if (name == "F32") out = dtype_tag::f32;
-  else if (name == "F64") out = dtype_tag::f64;
-  else if (name == "I32") out = dtype_tag::i32;
-  else if (name == "BOOL") out = dtype_tag::boolean;
-  else return false;
-  return true;
-}
-
-/// safetensors dtypes that are valid in the format but that luminal does not hold.
-inline bool known_other_dtype(std::string_view name) {
-  static constexpr std::string_view others[] = {"F16", "BF16", "F8_E4M3", "F8_E5M2", "I8", "I16", "I64",
-                                                "U8",  "U16",  "U32",     "U64",     "C64"};
-  return std::find(std::begin(others), std::end(others), name) != std::end(others);
-}
-
-[[noreturn]] inline void fail(const std::filesystem::path& path, const std::string& what) {
-  throw checkpoint_error("luminal: checkpoint '" + path.string() + "': " + what);
-}
-
-inline std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
-
 /// JSON string literal for `text`; fails (naming `what`) on invalid UTF-8.
 inline std::string quote(const std::filesystem::path& path, const std::string& text, std::string_view what) {
   try {
@@ -107,95 +58,6 @@ inline std::string quote(const std::filesystem::path& path, const std::string& t
     fail(path, std::string(what) + " '" + text + "' is not valid UTF-8");
   }
 }
-
-/// Closes a FILE* on scope exit.
-struct file_closer {
-  std::FILE* file = nullptr;
-  ~file_closer() {
-    if (file) std::fclose(file);
-  }
-};
-
-/// A temporary file next to the target that is removed unless commit() renamed it.
-class temp_file {
- public:
-  explicit temp_file(const std::filesystem::path& target) : target_(target) {
-    static std::atomic<unsigned long> counter{0};
-#if defined(_WIN32)
-    const long pid = long(_getpid());
-#else
-    const long pid = long(::getpid());
-#endif
-    for (int attempt = 0; attempt < 64; ++attempt) {
-      path_ = target;
-      path_ += ".tmp-" + std::to_string(pid) + "-" + std::to_string(counter.fetch_add(1));
-      errno = 0;
-      file_ = std::fopen(path_.string().c_str(), "wbx");  // "x": fail if it exists
-      if (file_) return;
-      if (errno != EEXIST) {
-        const int err = errno;
-        fail(target, "cannot create the temporary file '" + path_.string() + "': " + errno_text(err));
-      }
-    }
-    fail(target, "cannot create a temporary file next to it (all names taken)");
-  }
-  temp_file(const temp_file&) = delete;
-  temp_file& operator=(const temp_file&) = delete;
-  ~temp_file() {
-    if (file_) std::fclose(file_);
-    if (!committed_) {
-      std::error_code ec;
-      std::filesystem::remove(path_, ec);
-    }
-  }
-
-  void write(const void* data, std::size_t bytes) {
-    if (bytes && std::fwrite(data, 1, bytes, file_) != bytes) {
-      const int err = errno;
-      fail(target_, "writing '" + path_.string() + "' failed: " + errno_text(err));
-    }
-  }
-
-  /// Flushes, syncs and closes the temporary file, then renames it over the target.
-  void commit() {
-    if (std::fflush(file_) != 0) {
-      const int err = errno;
-      fail(target_, "writing '" + path_.string() + "' failed: " + errno_text(err));
-    }
-#if !defined(_WIN32)
-    if (::fsync(::fileno(file_)) != 0) {
-      const int err = errno;
-      fail(target_, "fsync of '" + path_.string() + "' failed: " + errno_text(err));
-    }
-#endif
-    std::FILE* f = file_;
-    file_ = nullptr;
-    if (std::fclose(f) != 0) {
-      const int err = errno;
-      fail(target_, "closing '" + path_.string() + "' failed: " + errno_text(err));
-    }
-    std::error_code ec;
-    std::filesystem::rename(path_, target_, ec);
-    if (ec) fail(target_, "cannot replace it with the new file: " + ec.message());
-    committed_ = true;
-#if !defined(_WIN32)
-    // Make the rename itself durable (best effort: not every file system allows it).
-    std::filesystem::path dir = target_.parent_path();
-    if (dir.empty()) dir = ".";
-    int fd = ::open(dir.string().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-      (void)::fsync(fd);
-      ::close(fd);
-    }
-#endif
-  }
-
- private:
-  std::filesystem::path target_;
-  std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
-  bool committed_ = false;
-};
 
 }  // namespace detail::safetensors
 
@@ -274,8 +136,10 @@ inline void save_safetensors(const tensor_store& store, const std::filesystem::p
 /// any other conforming writer. Throws checkpoint_error naming the file and the problem
 /// when the file is missing or not valid:
 ///   - shorter than 8 bytes, header length past the end of the file or over 100 MiB;
-///   - header not a JSON object (or not UTF-8), a duplicated key, a "__metadata__" that is
-///     not an object of strings;
+///   - a header that is not a JSON object (or not UTF-8, or followed by anything but
+///     whitespace), nests deeper than 127 levels, repeats a key (at the top, in
+///     "__metadata__", or within a tensor), or has a "__metadata__" that is not an
+///     object of strings (safetensors_header.hpp);
 ///   - a dtype other than F32, F64, I32, BOOL; a shape that is not a list of non-negative
 ///     integers, or whose byte size overflows; data_offsets that are not two integers
 ///     begin <= end, that run past the data, or whose length is not shape * dtype size;
@@ -283,8 +147,9 @@ inline void save_safetensors(const tensor_store& store, const std::filesystem::p
 ///     Trailing bytes after the last tensor are refused (as the reference implementation
 ///     does), since they mean the file is not what its header says;
 ///   - a BOOL byte other than 0 or 1.
-/// Nothing is allocated from the header's numbers before they are checked against the
-/// file's size, so a corrupt file costs at most about its own size in memory.
+/// The header is read in one linear pass without recursion, and nothing is allocated
+/// from its numbers before they are checked against the file's size, so a corrupt file
+/// costs at most a small multiple of its own size in memory and time.
 ///
 ///     luminal::tensor_store store = luminal::load_safetensors("model.safetensors");
 ///     xt::xarray<float> w = store.get<float>("fc1.weight");
@@ -305,15 +170,15 @@ inline tensor_store load_safetensors(const std::filesystem::path& path) {
     const int err = errno;
     st::fail(path, "cannot be opened: " + st::errno_text(err));
   }
-  auto read_exact = [&](void* out, std::uint64_t bytes, const char* what) {
+  auto read_exact = [&](void* out, std::uint64_t bytes, auto what) {  // what(): the message, built on failure
     if (bytes && std::fread(out, 1, std::size_t(bytes), in.file) != bytes)
-      st::fail(path, std::string("could not read ") + what + " (the file is shorter than its size said; was it changed while reading?)");
+      st::fail(path, "could not read " + std::string(what()) + " (the file is shorter than its size said; was it changed while reading?)");
   };
 
   if (file_size < 8)
     st::fail(path, "is " + std::to_string(file_size) + " bytes long, too short for the 8-byte header length");
   unsigned char length_bytes[8];
-  read_exact(length_bytes, 8, "the header length");
+  read_exact(length_bytes, 8, [] { return "the header length"; });
   std::uint64_t header_size = 0;
   for (int k = 7; k >= 0; --k) header_size = (header_size << 8) | length_bytes[k];
   if (header_size > file_size - 8)
@@ -324,110 +189,29 @@ inline tensor_store load_safetensors(const std::filesystem::path& path) {
                        std::to_string(st::max_header_bytes) + " bytes");
   if (header_size < 2) st::fail(path, "header length " + std::to_string(header_size) + " is too small for a JSON object");
 
-  std::string header(std::size_t(header_size), '\0');
-  read_exact(header.data(), header_size, "the header");
-  if (header[0] != '{') st::fail(path, "header does not start with '{'; this is not a safetensors file");
-
-  std::set<std::string, std::less<>> seen;
-  std::string duplicate;
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(
-        header, [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-          if (event == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string() &&
-              !seen.insert(parsed.get<std::string>()).second && duplicate.empty())
-            duplicate = parsed.get<std::string>();
-          return true;
-        });
-  } catch (const nlohmann::json::exception& e) {
-    st::fail(path, std::string("header is not valid JSON: ") + e.what());
-  }
-  if (!json.is_object()) st::fail(path, "header is not a JSON object");
-  if (!duplicate.empty()) st::fail(path, "header has the key '" + duplicate + "' more than once");
-
+  std::string text(std::size_t(header_size), '\0');
+  read_exact(text.data(), header_size, [] { return "the header"; });
   const std::uint64_t data_size = file_size - 8 - header_size;
-  struct item {
-    std::string name;
-    tensor_store::entry entry;
-    std::uint64_t begin = 0, end = 0;
-  };
-  std::vector<item> items;
-  items.reserve(json.size());
-  tensor_store store;
+  st::header header = st::parse_header(text, data_size, path);
+  text = std::string();  // the header's memory is not needed while the data is read
 
-  for (auto& [name, value] : json.items()) {
-    if (name == "__metadata__") {
-      if (value.is_null()) continue;
-      if (!value.is_object()) st::fail(path, "\"__metadata__\" is not a JSON object");
-      for (auto& [key, text] : value.items()) {
-        if (!text.is_string()) st::fail(path, "\"__metadata__\" value of '" + key + "' is not a string");
-        store.metadata.emplace(key, text.get<std::string>());
-      }
-      continue;
-    }
-    const std::string where = "tensor '" + name + "'";
-    if (!value.is_object()) st::fail(path, where + " is not described by a JSON object");
-    item it;
-    it.name = name;
-
-    auto dtype = value.find("dtype");
-    if (dtype == value.end()) st::fail(path, where + " has no \"dtype\"");
-    if (!dtype->is_string()) st::fail(path, where + ": \"dtype\" is not a string");
-    const std::string dtype_text = dtype->get<std::string>();
-    if (!st::parse_dtype(dtype_text, it.entry.dtype)) {
-      if (st::known_other_dtype(dtype_text))
-        st::fail(path, where + " has dtype " + dtype_text + ", which luminal does not support (F32, F64, I32, BOOL)");
-      st::fail(path, where + " has unknown dtype '" + dtype_text + "'");
-    }
-    const std::uint64_t element_bytes = dtype_size(it.entry.dtype);
-
-    auto shape = value.find("shape");
-    if (shape == value.end()) st::fail(path, where + " has no \"shape\"");
-    if (!shape->is_array()) st::fail(path, where + ": \"shape\" is not a list");
-    std::uint64_t bytes = element_bytes;
-    bool overflow = false;
-    for (std::size_t k = 0; k < shape->size(); ++k) {
-      const auto& extent = (*shape)[k];
-      if (!extent.is_number_unsigned() ||
-          extent.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<index_t>::max()))
-        st::fail(path, where + ": shape[" + std::to_string(k) + "] is " + extent.dump() +
-                           "; extents must be non-negative integers");
-      const std::uint64_t e = extent.get<std::uint64_t>();
-      if (e != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / e) overflow = true;
-      bytes *= e;
-      it.entry.shape.push_back(index_t(e));
-    }
-    if (overflow) st::fail(path, where + ": shape " + shape->dump() + " is too large (its byte size overflows)");
-
-    auto offsets = value.find("data_offsets");
-    if (offsets == value.end()) st::fail(path, where + " has no \"data_offsets\"");
-    if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
-        !(*offsets)[1].is_number_unsigned())
-      st::fail(path, where + ": \"data_offsets\" " + offsets->dump() + " is not two non-negative integers");
-    it.begin = (*offsets)[0].get<std::uint64_t>();
-    it.end = (*offsets)[1].get<std::uint64_t>();
-    const std::string range = "[" + std::to_string(it.begin) + ", " + std::to_string(it.end) + "]";
-    if (it.begin > it.end) st::fail(path, where + ": data_offsets " + range + " end before they begin");
-    if (it.end > data_size)
-      st::fail(path, where + ": data_offsets " + range + " run past the end of the data (" +
-                         std::to_string(data_size) + " bytes after the header)");
-    if (it.end - it.begin != bytes)
-      st::fail(path, where + ": data_offsets " + range + " hold " + std::to_string(it.end - it.begin) +
-                         " bytes, but shape " + shape->dump() + " of " + dtype_text + " needs " + std::to_string(bytes));
-    items.push_back(std::move(it));
-  }
-
-  std::sort(items.begin(), items.end(),
-            [](const item& a, const item& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  // The tensors must tile the data: checked in the order of their offsets.
+  const auto& items = header.tensors;
+  std::vector<std::size_t> by_offset(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) by_offset[i] = i;
+  std::sort(by_offset.begin(), by_offset.end(), [&](std::size_t a, std::size_t b) {
+    return items[a].begin != items[b].begin ? items[a].begin < items[b].begin : items[a].end < items[b].end;
+  });
   std::uint64_t covered = 0;
-  const item* previous = nullptr;
-  for (const item& it : items) {
+  const st::tensor_header* previous = nullptr;
+  for (std::size_t i : by_offset) {
+    const st::tensor_header& it = items[i];
     if (it.begin < covered)
-      st::fail(path, "tensors '" + previous->name + "' and '" + it.name + "' overlap (bytes " +
+      st::fail(path, "tensors '" + st::excerpt(previous->name) + "' and '" + st::excerpt(it.name) + "' overlap (bytes " +
                          std::to_string(it.begin) + " to " + std::to_string(covered) + ")");
     if (it.begin > covered)
       st::fail(path, "bytes " + std::to_string(covered) + " to " + std::to_string(it.begin) +
-                         " of the data belong to no tensor (a gap before '" + it.name + "')");
+                         " of the data belong to no tensor (a gap before '" + st::excerpt(it.name) + "')");
     covered = it.end;
     previous = &it;
   }
@@ -436,17 +220,21 @@ inline tensor_store load_safetensors(const std::filesystem::path& path) {
                        "describes " + std::to_string(covered) + " bytes of data, the file holds " +
                        std::to_string(data_size) + ")");
 
-  for (item& it : items) {
-    it.entry.data.resize(std::size_t(it.end - it.begin));
-    read_exact(it.entry.data.data(), it.end - it.begin, ("the data of tensor '" + it.name + "'").c_str());
-    if (it.entry.dtype == dtype_tag::boolean)
-      for (std::size_t i = 0; i < it.entry.data.size(); ++i)
-        if (it.entry.data[i] != std::byte{0} && it.entry.data[i] != std::byte{1})
-          st::fail(path, "tensor '" + it.name + "' (BOOL) has the byte " +
-                             std::to_string(std::to_integer<int>(it.entry.data[i])) + " at element " +
-                             std::to_string(i) + "; BOOL bytes must be 0 or 1");
-    store.insert(std::move(it.name), std::move(it.entry));
+  tensor_store store;
+  store.metadata = std::move(header.metadata);
+  for (std::size_t i : by_offset) {  // read in file order, stored by name
+    st::tensor_header& it = header.tensors[i];
+    tensor_store::entry& entry = it.entry;
+    entry.data.resize(std::size_t(it.end - it.begin));
+    read_exact(entry.data.data(), it.end - it.begin, [&] { return "the data of " + st::tensor_label(it.name); });
+    if (entry.dtype == dtype_tag::boolean)
+      for (std::size_t k = 0; k < entry.data.size(); ++k)
+        if (entry.data[k] != std::byte{0} && entry.data[k] != std::byte{1})
+          st::fail(path, st::tensor_label(it.name) + " (BOOL) has the byte " +
+                             std::to_string(std::to_integer<int>(entry.data[k])) + " at element " + std::to_string(k) +
+                             "; BOOL bytes must be 0 or 1");
   }
+  for (st::tensor_header& it : header.tensors) store.insert(std::move(it.name), std::move(it.entry));
   return store;
 }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -157,6 +158,17 @@ class tensor_store {
     if (e.dtype != dtype_of<T>())
       throw store_error("luminal: tensor_store entry '" + std::string(name) + "' holds " +
                         std::string(dtype_name(e.dtype)) + ", not the requested " + std::string(dtype_name<T>()));
+    // xtensor's strides are products of the extents after each axis, in a signed type:
+    // an empty tensor of shape [0, 2^40, 2^40] (a valid safetensors entry) would overflow
+    // them. Refused here, where they are computed, rather than at loading.
+    std::size_t stride = 1;
+    for (index_t extent : e.shape) {
+      if (extent == 0) continue;
+      if (stride > std::size_t(std::numeric_limits<std::ptrdiff_t>::max()) / std::size_t(extent))
+        throw store_error("luminal: tensor_store entry '" + std::string(name) +
+                          "' has extents whose product overflows an array index, although it is empty");
+      stride *= std::size_t(extent);
+    }
     std::vector<std::size_t> shape(e.shape.begin(), e.shape.end());
     xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
     if constexpr (!std::is_same_v<T, bool>) {
@@ -215,6 +227,10 @@ class tensor_store {
 
  private:
   entry& slot(std::string&& name) {
+    // Names arriving in order (load_safetensors inserts them sorted) go in at the end in
+    // constant time, without a search.
+    if (entries_.empty() || entries_.rbegin()->first < name)
+      return entries_.emplace_hint(entries_.end(), std::move(name), entry{})->second;
     auto it = entries_.find(name);
     if (it != entries_.end()) return it->second;
     return entries_.emplace(std::move(name), entry{}).first->second;
