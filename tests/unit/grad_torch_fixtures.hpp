@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -31,43 +32,55 @@ using namespace luminal;
 inline constexpr double rtol = 1e-4;
 inline constexpr double atol = 1e-5;
 
-inline const std::string& fixture_path() {
-  static const std::string path = (test::fixture_dir() / "grad_fixtures.json").string();
-  return path;
+/// The fixture files: make_grad_fixtures.py's, and make_parity_fixtures.py's (issue 17's ops
+/// and edge semantics, from torch 2.x).
+inline const std::string grad_file = "grad_fixtures.json";
+inline const std::string parity_file = "parity_fixtures.json";
+
+inline std::string fixture_path(const std::string& file) { return (test::fixture_dir() / file).string(); }
+inline std::string regenerate(const std::string& file) {
+  return " (regenerate it with tests/fixtures/" +
+         (file == grad_file ? std::string("make_grad_fixtures.py") : std::string("make_parity_fixtures.py")) + ")";
 }
-inline const std::string regenerate = " (regenerate it with /usr/bin/python3 tests/fixtures/make_grad_fixtures.py)";
 
 struct fixture_file {
   json cases;
   std::string error;  // empty when the file was read
 };
 
-inline fixture_file load_fixture_file() {
-  std::ifstream in(fixture_path());
-  if (!in) return {json(), "cannot open the gradient fixture file " + fixture_path() + regenerate};
+inline fixture_file load_fixture_file(const std::string& file) {
+  const std::string path = fixture_path(file);
+  std::ifstream in(path);
+  if (!in) return {json(), "cannot open the gradient fixture file " + path + regenerate(file)};
   try {
-    json file = json::parse(in);
-    if (!file.is_object() || !file.contains("cases") || !file["cases"].is_object())
-      return {json(), "the gradient fixture file " + fixture_path() + " has no \"cases\" object" + regenerate};
-    return {std::move(file["cases"]), ""};
+    json parsed = json::parse(in);
+    if (!parsed.is_object() || !parsed.contains("cases") || !parsed["cases"].is_object())
+      return {json(), "the gradient fixture file " + path + " has no \"cases\" object" + regenerate(file)};
+    return {std::move(parsed["cases"]), ""};
   } catch (const json::exception& e) {
-    return {json(), "the gradient fixture file " + fixture_path() + " is corrupt: " + e.what() + regenerate};
+    return {json(), "the gradient fixture file " + path + " is corrupt: " + e.what() + regenerate(file)};
   }
 }
 
 /// The file's cases, read once. FAILs the calling test when the file is missing or corrupt.
-inline const json& fixture_cases() {
-  static const fixture_file file = load_fixture_file();
-  if (!file.error.empty()) FAIL(file.error);
-  return file.cases;
+inline const json& fixture_cases(const std::string& file) {
+  static std::map<std::string, fixture_file> loaded;
+  auto found = loaded.find(file);
+  if (found == loaded.end()) found = loaded.emplace(file, load_fixture_file(file)).first;
+  if (!found->second.error.empty()) FAIL(found->second.error);
+  return found->second.cases;
 }
 
-inline const json& fixture_case(const std::string& name) {
-  const json& cases = fixture_cases();
+inline const json& fixture_case(const std::string& file, const std::string& name) {
+  const json& cases = fixture_cases(file);
   if (!cases.contains(name))
-    FAIL("the gradient fixture file " + fixture_path() + " has no case '" + name + "'" + regenerate);
+    FAIL("the gradient fixture file " + fixture_path(file) + " has no case '" + name + "'" + regenerate(file));
   return cases.at(name);
 }
+
+/// A float the script wrote: a number, or "inf", "-inf", "nan" (JSON has no such numbers).
+/// Doubles with 9 significant digits: the nearest float is exactly the float torch used.
+inline double number_from(const json& v) { return v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>(); }
 
 /// An array the script wrote: {"dtype": ..., "shape": [...], "data": [...]}.
 template <class T>
@@ -82,8 +95,7 @@ xt::xarray<T> array_from(const json& a, const std::string& what) {
   xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
   std::size_t i = 0;
   for (const json& v : data) {
-    // Doubles with 9 significant digits: the nearest float is exactly the float torch used.
-    if constexpr (std::is_floating_point_v<T>) out.data()[i++] = static_cast<T>(v.get<double>());
+    if constexpr (std::is_floating_point_v<T>) out.data()[i++] = static_cast<T>(number_from(v));
     else out.data()[i++] = v.get<T>();
   }
   return out;
@@ -101,15 +113,16 @@ auto as_tuple(G g) {
 }
 
 /// Builds loss and d loss / d wrt..., runs them on backend B with the fixture's inputs and
-/// compares with torch. The wrt leaves must be the fixture's "wrt" list, in order.
-template <class B, class Loss, class... Wrt>
-void check_case(const std::string& name, Loss loss, Wrt... wrt) {
+/// compares with torch. The wrt leaves must be the fixture's "wrt" list, in order. Values
+/// is an empty tuple, or holds one expression compared with the fixture's "value".
+template <class B, class Values, class Loss, class... Wrt>
+void check_case_in(const std::string& file, const std::string& name, Values values, Loss loss, Wrt... wrt) {
   INFO("fixture case " << name << " on backend " << B::name);
-  const json& fixture = fixture_case(name);
+  const json& fixture = fixture_case(file, name);
   const std::vector<std::string> wrt_names{std::string(Wrt::name.view())...};
   REQUIRE(fixture.at("wrt").get<std::vector<std::string>>() == wrt_names);
 
-  auto outputs = std::tuple_cat(std::tuple<Loss>{loss}, as_tuple(grad(loss, wrt...)));
+  auto outputs = std::tuple_cat(std::tuple<Loss>{loss}, as_tuple(grad(loss, wrt...)), values);
   auto prog = std::apply([](auto... o) { return compile<B>(o...); }, outputs);
   for (const auto& item : fixture.at("inputs").items()) {
     const std::string dtype = item.value().at("dtype").get<std::string>();
@@ -122,7 +135,7 @@ void check_case(const std::string& name, Loss loss, Wrt... wrt) {
   {
     INFO("the loss");
     xt::xarray<f32> expected = xt::xarray<f32>::from_shape({});
-    expected() = static_cast<f32>(fixture.at("loss").get<double>());
+    expected() = static_cast<f32>(number_from(fixture.at("loss")));
     test::require_close(prog.template output<0>(), expected, rtol, atol);
   }
   [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -135,6 +148,27 @@ void check_case(const std::string& name, Loss loss, Wrt... wrt) {
     };
     (check_gradient(std::integral_constant<std::size_t, I>{}), ...);
   }(std::index_sequence_for<Wrt...>{});
+  if constexpr (std::tuple_size_v<Values> == 1) {
+    INFO("the value");
+    using T = typename std::tuple_element_t<0, Values>::value_type;
+    test::require_close(prog.template output<1 + sizeof...(Wrt)>(), array_from<T>(fixture.at("value"), "torch's value"),
+                        rtol, atol);
+  }
+}
+
+/// check_case_in for a case of grad_fixtures.json, with no value.
+template <class B, class Loss, class... Wrt>
+void check_case(const std::string& name, Loss loss, Wrt... wrt) {
+  check_case_in<B>(grad_file, name, std::tuple<>{}, loss, wrt...);
+}
+
+/// A case of parity_fixtures.json that is one elementwise op: op(x) for x of 16 elements,
+/// and the gradient of sum(op(x) * r).
+template <class B, class Op>
+void check_unary(const std::string& name, Op op) {
+  auto x = input<"x", f32>(shape<16>);
+  auto r = input<"r", f32>(shape<16>);
+  check_case_in<B>(parity_file, name, std::tuple{op(x)}, sum(op(x) * r), x);
 }
 
 }  // namespace torch_oracle

@@ -337,9 +337,8 @@ TEST_CASE("nn: Linear, Embedding, Flatten and activations match their formulas",
       for (std::size_t k = 0; k < 3; ++k) ev(n, t, k) = table(std::size_t(iv(n, t)), k);
   }
   test::require_close(prog.output<0>(), test::apply(hv, [](double v) { return std::max(v, 0.0); }), 1e-5, 1e-6);
-  test::require_close(prog.output<1>(), test::apply(hv, [](double v) {
-                        return 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-                      }), 1e-5, 1e-6);
+  test::require_close(prog.output<1>(), test::apply(hv, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }),
+                      1e-5, 1e-6);
   test::require_close(prog.output<2>(), test::apply(hv, [](double v) { return std::tanh(v); }), 1e-5, 1e-6);
   test::require_close(prog.output<3>(), test::apply(hv, [](double v) { return 1 / (1 + std::exp(-v)); }), 1e-5, 1e-6);
   test::require_close(prog.output<4>(), nbv, 1e-5, 1e-6);

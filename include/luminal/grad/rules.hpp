@@ -40,15 +40,41 @@ struct vjp<Map<F>> {
     else if constexpr (std::is_same_v<F, fn::Recip>) return neg(g * N{} * N{});  // d(1/x) = -(1/x)^2
     else if constexpr (std::is_same_v<F, fn::Exp2>) return g * N{} * c<std::numbers::ln2>;
     else if constexpr (std::is_same_v<F, fn::Log2>) return g * recip(x{}) * c<1.0 / std::numbers::ln2>;
-    else if constexpr (std::is_same_v<F, fn::Sin>) return g * sin(x{} + c<std::numbers::pi / 2>);  // cos
-    else if constexpr (std::is_same_v<F, fn::Sqrt>) return g * recip(N{}) * c<0.5>;
-    else if constexpr (std::is_same_v<F, fn::Max>) {
-      // As torch.maximum: the larger operand takes g, a tie splits it evenly.
+    else if constexpr (std::is_same_v<F, fn::Sin>) return g * cos(x{});
+    else if constexpr (std::is_same_v<F, fn::Cos>) return neg(g * sin(x{}));
+    else if constexpr (std::is_same_v<F, fn::Sqrt>) return g * recip(N{}) * c<0.5>;  // inf at 0, as torch
+    else if constexpr (std::is_same_v<F, fn::Erf>) return g * exp(neg(x{} * x{})) * c<std::numbers::inv_sqrtpi * 2>;
+    else if constexpr (std::is_same_v<F, fn::Erfc>) return g * exp(neg(x{} * x{})) * c<-std::numbers::inv_sqrtpi * 2>;
+    else if constexpr (std::is_same_v<F, fn::Log1p>) return g * recip(x{} + c<1>);
+    else if constexpr (std::is_same_v<F, fn::Expm1>) return g * (N{} + c<1>);
+    else if constexpr (requires { F::rounds; }) return no_gradient{};  // piecewise constant
+    else if constexpr (std::is_same_v<F, fn::Pow>) {
+      // As torch.pow: d/da = b a^(b-1), 0 where b == 0; d/db = a^b log a, 0 where a == 0
+      // and b >= 0 (where log a is -inf but a^b does not move).
+      using b = child_t<N, 1>;
+      if constexpr (K == 0 && detail::constant_value<b>::known) {
+        constexpr double e = detail::constant_value<b>::value;
+        if constexpr (e == 0) return no_gradient{};
+        else return g * pow(x{}, c<e - 1>) * c<e>;
+      } else if constexpr (K == 0) {
+        return where(equal(b{}, c<0>), c<0>, g * b{} * pow(x{}, b{} - c<1>));
+      } else {
+        auto d = g * N{} * log(x{});
+        return where(equal(x{}, c<0>), where(less_than(b{}, c<0>), d, c<0>), d);
+      }
+    } else if constexpr (std::is_same_v<F, fn::Max>) {
       using self = child_t<N, K>;
       using other = child_t<N, 1 - K>;
-      auto larger = cast<T>(less_than(other{}, self{}));
-      auto tie = cast<T>(equal(self{}, other{}));
-      return g * (larger + tie * c<0.5>);
+      // Against a constant, as torch.clamp's bound (torch 2.x): x takes g where it is
+      // above the constant, and none at the tie (so relu'(0) = 0, clamp'(bound) = 0).
+      if constexpr (detail::constant_value<other>::known) {
+        return where(less_than(other{}, self{}), g, c<0>);
+      } else {
+        // Between tensors, as torch.maximum: the larger operand takes g, a tie splits it evenly.
+        auto larger = cast<T>(less_than(other{}, self{}));
+        auto tie = cast<T>(equal(self{}, other{}));
+        return g * (larger + tie * c<0.5>);
+      }
     } else if constexpr (std::is_same_v<F, fn::Where>) {
       using cond = child_t<N, 0>;
       if constexpr (K == 0) return no_gradient{};

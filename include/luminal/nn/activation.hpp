@@ -8,13 +8,16 @@
 
 namespace luminal::nn {
 
-/// max(x, 0), as torch.nn.ReLU.
+/// max(x, 0), as torch.nn.ReLU (gradient 0 at 0).
 struct ReLU {
   template <expression X> constexpr auto operator()(X x) const { return relu(x); }
 };
-/// GELU in its tanh form, as torch.nn.GELU(approximate="tanh").
+/// GELU, as torch.nn.GELU: `nn::GELU{}` is exact (erf), `nn::GELU{approximate::tanh}`
+/// the tanh form.
+template <class Approximate = approximate::none_t>
 struct GELU {
-  template <expression X> constexpr auto operator()(X x) const { return gelu(x); }
+  Approximate form{};
+  template <expression X> constexpr auto operator()(X x) const { return gelu(x, form); }
 };
 /// tanh(x), as torch.nn.Tanh.
 struct Tanh {

@@ -131,7 +131,7 @@ struct MLP {
   static constexpr auto parameters = std::tuple_cat(decltype(fc)::parameters, decltype(proj)::parameters);
 
   template <expression X>
-  constexpr auto operator()(X x) const { return proj(gelu(fc(x))); }
+  constexpr auto operator()(X x) const { return proj(gelu(fc(x), approximate::tanh)); }
   void initialize(tensor_store& store, std::uint64_t seed) const {
     fc.initialize(store, seed);
     proj.initialize(store, seed);

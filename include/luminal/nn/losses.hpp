@@ -67,7 +67,7 @@ constexpr auto cross_entropy(Logits logits, Labels labels) {
 }
 
 /// mean(softplus(x) - x t) = mean(-t log sigmoid(x) - (1 - t) log(1 - sigmoid(x))), as
-/// torch.nn.BCEWithLogitsLoss: stable for any |x| (softplus is max(x, 0) + log(1 + e^-|x|)).
+/// torch.nn.BCEWithLogitsLoss: stable for any |x| (softplus is x above 20, log1p(e^x) below).
 template <expression Logits, expression Targets>
 constexpr auto binary_cross_entropy_with_logits(Logits logits, Targets targets) {
   detail::require_same_shape<Logits, Targets>();

@@ -6,6 +6,9 @@
 
 #include "binary.hpp"
 #include "cast.hpp"
+#include "pow.hpp"
+#include "rounding.hpp"
+#include "special.hpp"
 #include "unary.hpp"
 #include "where.hpp"
 
@@ -18,8 +21,13 @@ template <expression A, expression B> constexpr auto operator/(A a, B b) {
   if constexpr (is_literal<std::remove_cvref_t<B>>::value) return a * c<1.0 / std::remove_cvref_t<B>::value>;
   else return a * recip(b);
 }
-/// Elementwise minimum (NaN propagates).
+/// Elementwise minimum (NaN propagates); gradients as max's, mirrored.
 template <expression A, expression B> constexpr auto min(A a, B b) { return neg(max(neg(a), neg(b))); }
+/// torch's spellings of the elementwise max and min: a tie between two tensors splits the
+/// gradient in two (torch.maximum); against a constant, x takes none of it at the tie
+/// (torch.clamp's bound, see fn::Max's row in grad/rules.hpp).
+template <expression A, expression B> constexpr auto maximum(A a, B b) { return max(a, b); }
+template <expression A, expression B> constexpr auto minimum(A a, B b) { return min(a, b); }
 /// a > b, a <= b, a >= b as bool.
 template <expression A, expression B> constexpr auto greater_than(A a, B b) { return less_than(b, a); }
 template <expression X> constexpr auto logical_not(X x) { return less_than(cast<i32>(x), c<1>); }
@@ -52,32 +60,58 @@ template <expression A, expression B> constexpr auto equal(A a, B b) {
 template <expression X> constexpr auto exp(X x) { return exp2(x * c<std::numbers::log2e>); }
 /// Natural log = log2(x) ln 2.
 template <expression X> constexpr auto log(X x) { return log2(x) * c<std::numbers::ln2>; }
-/// a^b = 2^(b log2 a), defined for a > 0 (and 0^b = 0 for b > 0).
-template <expression A, expression B> constexpr auto pow(A a, B b) { return exp2(b * log2(a)); }
 /// x*x.
 template <expression X> constexpr auto square(X x) { return x * x; }
-/// |x| = max(x, -x).
+/// 1/sqrt(x), as torch.rsqrt (inf at 0, gradient -inf there).
+template <expression X> constexpr auto rsqrt(X x) { return recip(sqrt(x)); }
+/// |x| = max(x, -x): the tie at 0 splits the gradient into +1/2 and -1/2, so abs'(0) = 0,
+/// as torch.abs (whose gradient is sign(x)).
 template <expression X> constexpr auto abs(X x) { return max(x, neg(x)); }
-/// max(x, 0).
+/// -1, 0 or +1 as x is negative, zero or positive (0 for NaN); gradient zero, as torch.sign.
+template <expression X> constexpr auto sign(X x) {
+  using T = typename X::value_type;
+  return cast<T>(less_than(c<0>, x)) - cast<T>(less_than(x, c<0>));
+}
+/// max(x, 0), as torch.relu: NaN propagates, and relu'(0) = 0 (the tie with a constant
+/// gives x no gradient, see fn::Max's row).
 template <expression X> constexpr auto relu(X x) { return max(x, c<0.0>); }
-/// x for x >= 0, Slope*x otherwise (Slope in [0, 1]).
+/// x for x > 0, Slope*x otherwise (Slope in [0, 1]); the gradient at 0 is Slope, as
+/// torch.nn.functional.leaky_relu.
 template <double Slope = 0.01, expression X> constexpr auto leaky_relu(X x) {
   static_assert(Slope >= 0 && Slope <= 1, "luminal: leaky_relu needs 0 <= slope <= 1");
-  return max(x, x * c<Slope>);
+  return where(less_than(c<0.0>, x), x, x * c<Slope>);
 }
 /// 1 / (1 + e^-x).
 template <expression X> constexpr auto sigmoid(X x) { return recip(exp(neg(x)) + c<1.0>); }
 /// tanh x = 2 sigmoid(2x) - 1.
 template <expression X> constexpr auto tanh(X x) { return sigmoid(x * c<2.0>) * c<2.0> - c<1.0>; }
-/// log(1 + e^x), stable: max(x, 0) + log(1 + e^-|x|).
-template <expression X> constexpr auto softplus(X x) { return relu(x) + log(exp(neg(abs(x))) + c<1.0>); }
+/// log(1 + e^x) as torch.nn.functional.softplus (beta 1, threshold 20): x itself above 20.
+/// Capping x at 30 in the other branch keeps e^x finite where `where` does not take it, so
+/// that branch's gradient there is 0, not inf * 0.
+template <expression X> constexpr auto softplus(X x) {
+  return where(less_than(c<20.0>, x), x, log1p(exp(min(x, c<30.0>))));
+}
+
+/// GELU's two forms, spelled as torch's `approximate=` argument: `gelu(x)` is exact,
+/// `gelu(x, approximate::tanh)` the tanh form.
+namespace approximate {
+struct none_t {};
+struct tanh_t {};
+inline constexpr none_t none{};
+inline constexpr tanh_t tanh{};
+}  // namespace approximate
+/// GELU, exact: x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), as torch.nn.functional.gelu(x).
+template <expression X> constexpr auto gelu(X x, approximate::none_t = {}) {
+  return x * c<0.5> * (erf(x * c<std::numbers::sqrt2 / 2>) + c<1.0>);
+}
 /// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as
 /// torch.nn.functional.gelu(x, approximate="tanh").
-template <expression X> constexpr auto gelu(X x) {
+template <expression X> constexpr auto gelu(X x, approximate::tanh_t) {
   constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
   return x * c<0.5> * (tanh((x + x * x * x * c<0.044715>) * c<k>) + c<1.0>);
 }
-/// min(max(x, lo), hi).
+/// min(max(x, Lo), Hi), as torch.clamp: the gradient is 1 strictly between the bounds and
+/// 0 at them and outside (torch 2.x; a tie with a constant gives x no gradient).
 template <double Lo, double Hi, expression X> constexpr auto clamp(X x) {
   static_assert(Lo <= Hi, "luminal: clamp needs Lo <= Hi");
   return min(max(x, c<Lo>), c<Hi>);

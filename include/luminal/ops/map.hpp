@@ -41,6 +41,13 @@ struct same_type_result {
   using result = boost::mp11::mp_first<boost::mp11::mp_list<T...>>;
 };
 
+/// Common traits for a floating-point function of one operand computed by a libm call
+/// (exp2, sin, erf, log1p...).
+struct float_function : same_type_result {
+  static constexpr int cost = 4;
+  static constexpr bool floating_only = true, takes_bool = false;
+};
+
 namespace detail {
 template <class F, class T>
 constexpr void check_operand_type() {

@@ -1,7 +1,10 @@
-// Composite reductions: mean, variance, softmax, log_softmax, logsumexp, argmax.
+// Composite reductions: mean, var, variance, stddev, min, softmax, log_softmax,
+// logsumexp, argmax, argmin, cumsum.
 #pragma once
 #include "composite.hpp"
 #include "iota.hpp"
+#include "matmul.hpp"
+#include "permute.hpp"
 #include "reduce.hpp"
 #include "stop_gradient.hpp"
 
@@ -39,12 +42,71 @@ constexpr auto mean(X x, Keep... keep) {
   else return total * recip(Count{});
 }
 
-/// Population variance (divides by N, as torch.var(unbiased=False)).
+/// Marker for var and stddev: divide by N - C, as torch's `correction=` (default 1,
+/// Bessel's correction). `var<1>(x, keepdim, correction<0>)` is the population variance.
+template <int C>
+struct correction_t {
+  static constexpr int value = C;
+};
+template <int C>
+inline constexpr correction_t<C> correction{};
+
+namespace detail {
+template <class O>
+struct is_correction : std::false_type {};
+template <int C>
+struct is_correction<correction_t<C>> : std::true_type {};
+template <class O>
+concept var_option = std::is_same_v<O, keepdim_t> || is_correction<O>::value;
+template <class... O>
+constexpr int correction_in() {
+  int c = 1;
+  ([&] { if constexpr (is_correction<O>::value) c = O::value; }(), ...);
+  return c;
+}
+}  // namespace detail
+
+/// Variance over axes (all when none given): sum((x - mean)^2) / (N - correction), as
+/// torch.var(x, dims, correction=C, keepdim=...). Options, in any order: `keepdim`,
+/// `correction<C>` (default 1). N - C <= 0 gives inf or NaN, as torch does.
+template <int... Axes, expression X, class... Options>
+  requires(detail::var_option<Options> && ...)
+constexpr auto var(X x, Options...) {
+  using In = shape_t<X>;
+  constexpr auto mask = detail::axis_mask<In::rank, Axes...>();
+  constexpr int correction = detail::correction_in<Options...>();
+  auto centered = x - mean<Axes...>(x, keepdim);
+  auto total = [&] {
+    if constexpr ((std::is_same_v<Options, keepdim_t> || ...)) return sum<Axes...>(centered * centered, keepdim);
+    else return sum<Axes...>(centered * centered);
+  }();
+  using Count = decltype(detail::count_expression<typename X::value_type, In, mask>());
+  if constexpr (is_literal<Count>::value) return total * c<1.0 / (Count::value - correction)>;
+  else if constexpr (correction == 0) return total * recip(Count{});
+  else return total * recip(Count{} - c<double(correction)>);
+}
+
+/// Population variance (divides by N): var with correction<0>, as torch.var(unbiased=False).
 template <int... Axes, expression X, class... Keep>
   requires(std::is_same_v<Keep, keepdim_t> && ...)
 constexpr auto variance(X x, Keep... keep) {
-  auto centered = x - mean<Axes...>(x, keepdim);
-  return mean<Axes...>(centered * centered, keep...);
+  return var<Axes...>(x, keep..., correction<0>);
+}
+
+/// Standard deviation: sqrt(var), with var's options, as torch.std. (Not named `std`:
+/// under `using namespace luminal`, a call `std<1>(x)` would be ambiguous with namespace std.)
+template <int... Axes, expression X, class... Options>
+  requires(detail::var_option<Options> && ...)
+constexpr auto stddev(X x, Options... options) {
+  return sqrt(var<Axes...>(x, options...));
+}
+
+/// Minimum over axes (all when none given), as torch.amin: NaN propagates, tied minima
+/// share the gradient evenly. (-max(-x), so it inherits max's rules.)
+template <int... Axes, expression X, class... Keep>
+  requires(std::is_same_v<Keep, keepdim_t> && ...)
+constexpr auto min(X x, Keep... keep) {
+  return neg(max<Axes...>(neg(x), keep...));
 }
 
 /// log(sum(exp(x))) over one axis, stable: shifts by the max first.
@@ -83,6 +145,34 @@ constexpr auto argmax(X x, Keep... keep) {
   // max over -index of the maximal positions picks the smallest index.
   auto candidates = where(is_max, neg(index), c<-2147483647.0>);
   return neg(max<axis>(candidates, keep...));
+}
+
+/// Index of the minimum along an axis (the first one on ties, as torch.argmin), as i32.
+template <int Axis, expression X, class... Keep>
+  requires(std::is_same_v<Keep, keepdim_t> && ...)
+constexpr auto argmin(X x, Keep... keep) {
+  return argmax<Axis>(neg(x), keep...);
+}
+
+/// Running sum along an axis of static extent L, as torch.cumsum: y[i] = sum_{j <= i} x[j].
+/// A composite for small extents (a scan needs a kernel of its own): the axis is
+/// multiplied by an upper-triangular L x L matrix of ones in one GEMM, O(L^2) per row,
+/// and the gradient (a reversed running sum) is that GEMM's adjoint. Floating point only.
+template <int Axis, expression X>
+constexpr auto cumsum(X x) {
+  using In = shape_t<X>;
+  constexpr std::size_t axis = normalize_axis<In::rank>(Axis);
+  if constexpr (axis >= In::rank) {
+    (void)error::axis_out_of_range<In::text, Axis>{};
+    return std::remove_cvref_t<X>{};
+  } else {
+    constexpr Dim L = In::dims[axis];
+    static_assert(L.is_static(), "luminal: cumsum needs a static extent along its axis (it is an L x L GEMM)");
+    using T = typename X::value_type;
+    auto upper = cast<T>(logical_not(less_than(iota<1, i32>(Shape<L, L>{}), iota<0, i32>(Shape<L, L>{}))));
+    if constexpr (axis + 1 == In::rank) return matmul(x, upper);
+    else return transpose<int(axis), -1>(matmul(transpose<int(axis), -1>(x), upper));
+  }
 }
 
 }  // namespace luminal

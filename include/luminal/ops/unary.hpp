@@ -1,4 +1,5 @@
-// Primitive unary ops: exp2 log2 sin sqrt recip neg.
+// Primitive unary ops: exp2 log2 sin cos sqrt recip neg. cos is a primitive, not
+// sin(x + pi/2): adding pi/2 rounds x, and cos loses its relative accuracy near its zeros.
 #pragma once
 #include "map.hpp"
 #include "simplify.hpp"
@@ -7,10 +8,8 @@
 namespace luminal {
 
 namespace fn {
-struct Exp2 : same_type_result {
+struct Exp2 : float_function {
   static constexpr std::string_view name = "exp2";
-  static constexpr int cost = 4;
-  static constexpr bool floating_only = true, takes_bool = false;
   template <class T> LUMINAL_HD static T apply(T x) {
 #ifndef __CUDA_ARCH__
     if constexpr (std::is_same_v<T, float>) return detail::exp2_f32(x);  // vectorizes (vector_math.hpp)
@@ -19,10 +18,8 @@ struct Exp2 : same_type_result {
     return exp2(x);
   }
 };
-struct Log2 : same_type_result {
+struct Log2 : float_function {
   static constexpr std::string_view name = "log2";
-  static constexpr int cost = 4;
-  static constexpr bool floating_only = true, takes_bool = false;
   template <class T> LUMINAL_HD static T apply(T x) {
 #ifndef __CUDA_ARCH__
     if constexpr (std::is_same_v<T, float>) return detail::log2_f32(x);  // vectorizes (vector_math.hpp)
@@ -31,11 +28,13 @@ struct Log2 : same_type_result {
     return log2(x);
   }
 };
-struct Sin : same_type_result {
+struct Sin : float_function {
   static constexpr std::string_view name = "sin";
-  static constexpr int cost = 4;
-  static constexpr bool floating_only = true, takes_bool = false;
   template <class T> LUMINAL_HD static T apply(T x) { using std::sin; return sin(x); }
+};
+struct Cos : float_function {
+  static constexpr std::string_view name = "cos";
+  template <class T> LUMINAL_HD static T apply(T x) { using std::cos; return cos(x); }
 };
 struct Sqrt : same_type_result {
   static constexpr std::string_view name = "sqrt";
@@ -63,9 +62,11 @@ template <expression X> constexpr auto exp2(X x) { return make_unary<fn::Exp2>(x
 template <expression X> constexpr auto log2(X x) { return make_unary<fn::Log2>(x); }
 /// sin(x), elementwise.
 template <expression X> constexpr auto sin(X x) { return make_unary<fn::Sin>(x); }
-/// sqrt(x), elementwise.
+/// cos(x), elementwise.
+template <expression X> constexpr auto cos(X x) { return make_unary<fn::Cos>(x); }
+/// sqrt(x), elementwise; sqrt(0) = 0 with gradient +inf, as torch.
 template <expression X> constexpr auto sqrt(X x) { return make_unary<fn::Sqrt>(x); }
-/// 1/x, elementwise.
+/// 1/x, elementwise (1/0 = inf, as torch.reciprocal).
 template <expression X> constexpr auto recip(X x) { return make_unary<fn::Recip>(x); }
 /// -x, elementwise.
 template <expression X> constexpr auto neg(X x) { return make_unary<fn::Neg>(x); }
