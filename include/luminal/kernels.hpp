@@ -177,11 +177,14 @@ struct elementwise_kernel {
 };
 
 /// A reduction of node Id (Reduce over Axis of its child) for outputs [begin, end), in
-/// rows of outputs along the output's inner axis. When the reduced axis comes after that
-/// axis, each output runs its own loop over the reduced axis (in several partial results);
-/// otherwise each step of the reduced axis is combined into the whole row, a loop over
-/// consecutive outputs that vectorizes. Backends that split the reduced axis across threads (a block per output on
-/// a GPU) use identity / combine / element / store through parallel_reduce.
+/// rows of outputs along the output's inner axis. Each step of the reduced axis is
+/// combined into the whole row, a loop over consecutive outputs that vectorizes, unless
+/// the reduced axis is long and comes after the row's axis: then each output runs its own
+/// loop over the reduced axis (in several partial results). A short window after the row
+/// (a pool's 2 x 2 as its last axis) still goes step by step over the row: each output
+/// combines its elements in the same order either way, and the row's reads advance at a
+/// fixed stride. Backends that split the reduced axis across threads (a block per output
+/// on a GPU) use identity / combine / element / store through parallel_reduce.
 template <class P, int Id>
 struct reduce_kernel {
   using eval = evaluator<P>;
@@ -203,6 +206,7 @@ struct reduce_kernel {
     }(typename eval::template node_t<child>::static_extents{});
     return e[axis];
   }();
+  static constexpr bool short_window = static_extent >= 0 && static_extent <= lanes;
   kernel_context ctx;
   T* out;
 
@@ -211,7 +215,7 @@ struct reduce_kernel {
     detail::for_each_row<row>(begin, end, eval::template dims<Id>(ctx),
                               [&](extents<rank>& c, index_t i, index_t first, index_t n) {
       T* LUMINAL_RESTRICT line = out + i;
-      if constexpr (axis >= row) {  // axis == row: all outputs have extent 1, one per row
+      if constexpr (axis == row || (axis > row && !short_window)) {  // axis == row: one output per row
         for (index_t j = 0; j < n; ++j) {
           c[row] = first + j;
           line[j] = reduce_one(c, extent);
@@ -234,7 +238,7 @@ struct reduce_kernel {
   /// fused child is evaluated at one place in the code: a copy per lane or per remainder
   /// loop multiplies the compile time and size of every reduction over a large expression.
   LUMINAL_HD T reduce_one(extents<rank> c, index_t extent) const {
-    if constexpr (static_extent >= 0 && static_extent <= lanes) {
+    if constexpr (short_window) {
       (void)extent;
       T acc = identity();
       for (index_t k = 0; k < static_extent; ++k) {

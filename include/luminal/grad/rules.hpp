@@ -67,8 +67,11 @@ struct vjp<Map<F>> {
       using other = child_t<N, 1 - K>;
       // Against a constant, as torch.clamp's bound (torch 2.x): x takes g where it is
       // above the constant, and none at the tie (so relu'(0) = 0, clamp'(bound) = 0).
+      // The test reads the result, not x (c < max(x, c) exactly where c < x, NaN
+      // included), as torch's threshold_backward does: the backward pass then keeps the
+      // activation, which the next layer keeps anyway, and x (a bias add) fuses into it.
       if constexpr (detail::constant_value<other>::known) {
-        return where(less_than(other{}, self{}), g, c<0>);
+        return where(less_than(other{}, N{}), g, c<0>);
       } else {
         // Between tensors, as torch.maximum: the larger operand takes g, a tie splits it evenly.
         auto larger = cast<T>(less_than(other{}, self{}));
@@ -138,8 +141,18 @@ struct vjp<Reduce<F, Axis>> {
       // (weight = is_max when x is not itself a max), so the chain gives every tied
       // element of the input g / (total ties), not g split axis by axis.
       using T = typename N::value_type;
-      auto weight = cast<T>(equal(x{}, expand(N{}, In{}))) * detail::max_tie_count<x>();
-      return expand(g * recip(sum<Axis>(weight, keepdim)), In{}) * weight;
+      if constexpr (detail::max_link<x>::value) {
+        auto weight = cast<T>(equal(x{}, expand(N{}, In{}))) * detail::max_tie_count<x>();
+        return expand(g * recip(sum<Axis>(weight, keepdim)), In{}) * weight;
+      } else {
+        // One link (a pool's window): the tie mask is a comparison both of its readers
+        // recompute from x and the maximum, which they read anyway, rather than a float
+        // tensor of the input's size written once and read twice. Where a window holds a
+        // NaN nothing ties and the count is 0: v * 0 keeps the NaN the product gave.
+        auto is_max = equal(x{}, expand(N{}, In{}));
+        auto v = expand(g * recip(sum<Axis>(cast<T>(is_max), keepdim)), In{});
+        return where(is_max, v, v * c<0>);
+      }
     }
   }
 };

@@ -47,22 +47,25 @@ constexpr auto windows(X x) {
     return unfold<R, K, S>(unfold<R - 2, K, S>(x));
   }
 }
-/// The K x K elements of each window as one last axis: [..., Ho, K, Wo, K] ->
-/// [..., Ho, Wo, K K]. A pool is then one reduction over one axis, and a max pool's
-/// gradient one mask against one maximum, instead of a chain of two reductions whose
-/// backward recounts the ties of each link.
+/// The K x K elements of each window as one axis before the output's plane: [..., Ho, K,
+/// Wo, K] -> [..., K K, Ho, Wo]. A pool is then one reduction over one axis, and a max
+/// pool's gradient one mask against one maximum, instead of a chain of two reductions
+/// whose backward recounts the ties of each link. With the window before the plane, the
+/// pool, its tie mask and the mask's count each loop over rows of Wo outputs (a step of
+/// the window at a time), not over rows of K K elements.
 template <expression W>
-constexpr auto window_last(W w) {
+constexpr auto window_first(W w) {
   constexpr int R = int(rank_v<W>);  // the input's rank + 2
   using In = shape_t<W>;
   auto moved = [&]<int... A>(std::integer_sequence<int, A...>) {
-    return permute<A..., R - 4, R - 2, R - 3, R - 1>(w);
+    return permute<A..., R - 3, R - 1, R - 4, R - 2>(w);
   }(std::make_integer_sequence<int, R - 4>{});
   constexpr auto merged = [] {
     dims_t<R - 1> dims{};
-    for (int k = 0; k <= R - 4; ++k) dims[k] = In::dims[k];  // leading axes and Ho
-    dims[R - 3] = In::dims[R - 2];
-    dims[R - 2] = Dim{In::dims[R - 3].offset * In::dims[R - 1].offset};
+    for (int k = 0; k < R - 4; ++k) dims[k] = In::dims[k];  // leading axes
+    dims[R - 4] = Dim{In::dims[R - 3].offset * In::dims[R - 1].offset};
+    dims[R - 3] = In::dims[R - 4];  // Ho
+    dims[R - 2] = In::dims[R - 2];  // Wo
     return dims;
   }();
   return reshape(moved, shape_from<merged>{});
@@ -168,7 +171,7 @@ struct MaxPool2d {
     } else {
       constexpr int R = int(S::rank);
       constexpr double lowest = -std::numeric_limits<double>::infinity();
-      return max<R>(detail::window_last(detail::windows<K, Stride>(detail::pad_spatial<Padding, lowest>(x))));
+      return max<R - 2>(detail::window_first(detail::windows<K, Stride>(detail::pad_spatial<Padding, lowest>(x))));
     }
   }
 };
@@ -186,7 +189,7 @@ struct AvgPool2d {
       return x;
     } else {
       constexpr int R = int(S::rank);
-      return mean<R>(detail::window_last(detail::windows<K, Stride>(detail::pad_spatial<Padding, 0.0>(x))));
+      return mean<R - 2>(detail::window_first(detail::windows<K, Stride>(detail::pad_spatial<Padding, 0.0>(x))));
     }
   }
 };
