@@ -27,29 +27,13 @@
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
+using test::refusal;
+using test::require_refused;
 using test::temp_dir;
 using test::write_bytes;
 using test::write_safetensors_raw;
 
 namespace {
-
-/// The message of the checkpoint_error that loading `p` throws; fails if it loads.
-std::string st_refusal(const fs::path& p) {
-  try {
-    (void)luminal::load_safetensors(p);
-  } catch (const luminal::checkpoint_error& e) {
-    return e.what();
-  }
-  FAIL("'" << p.string() << "' loaded, but it should have been refused");
-  return {};
-}
-
-void require_st_refused(const fs::path& p, const std::string& why) {
-  const std::string msg = st_refusal(p);
-  INFO("message: " << msg);
-  CHECK_THAT(msg, Contains(p.string()));
-  CHECK_THAT(msg, Contains(why));
-}
 
 /// The processor time `f` takes, in seconds: CPU time, not wall time, so that the bounds
 /// hold on a machine busy with other work.
@@ -86,7 +70,7 @@ TEST_CASE("safetensors hostile: deep nesting is refused quickly, without recursi
     write_safetensors_raw(bad, header, data);
     double seconds = 0;
     std::string msg;
-    seconds = seconds_of([&] { msg = st_refusal(bad); });
+    seconds = seconds_of([&] { msg = refusal(bad); });
     INFO("message: " << msg);
     CHECK_THAT(msg, Contains(bad.string()));
     CHECK(msg.size() < 400);  // a short excerpt, never the nested value
@@ -103,7 +87,7 @@ TEST_CASE("safetensors hostile: deep nesting is refused quickly, without recursi
   write_safetensors_raw(bad, nested(127), data);
   CHECK(luminal::load_safetensors(bad).contains("w"));
   write_safetensors_raw(bad, nested(128), data);
-  require_st_refused(bad, "at most 127 levels");
+  require_refused(bad, "at most 127 levels");
 }
 
 TEST_CASE("safetensors hostile: large headers parse in linear time", "[io][hostile]") {
@@ -142,7 +126,7 @@ TEST_CASE("safetensors hostile: large headers parse in linear time", "[io][hosti
     std::string h = empty_tensors_header(200000);
     h.insert(h.size() - 1, R"(,"t123456":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})");
     write_safetensors_raw(file, h, "");
-    require_st_refused(file, "'t123456' more than once");
+    require_refused(file, "'t123456' more than once");
   }
 }
 
@@ -161,49 +145,49 @@ TEST_CASE("safetensors hostile: exactly as strict as the reference implementatio
     raw(" \n{" + one + "}");  // whitespace before the object too, as serde_json allows
     CHECK(luminal::load_safetensors(file).contains("w"));
     raw("{" + one + "}" + std::string(5, '\0'));
-    require_st_refused(file, "NUL bytes after the closing '}'");
+    require_refused(file, "NUL bytes after the closing '}'");
     raw("{" + one + "}  x");
-    require_st_refused(file, "unexpected 'x' after the closing '}'");
+    require_refused(file, "unexpected 'x' after the closing '}'");
   }
   SECTION("repeated keys: inner, metadata and top-level") {
     raw(R"({"w":{"dtype":"F64","dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
-    require_st_refused(file, "tensor 'w' has \"dtype\" more than once");
+    require_refused(file, "tensor 'w' has \"dtype\" more than once");
     raw(R"({"w":{"dtype":"F32","shape":[1],"shape":[1],"data_offsets":[0,4]}})");
-    require_st_refused(file, "\"shape\" more than once");
+    require_refused(file, "\"shape\" more than once");
     raw(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"data_offsets":[0,4]}})");
-    require_st_refused(file, "\"data_offsets\" more than once");
+    require_refused(file, "\"data_offsets\" more than once");
     raw(R"({"__metadata__":{"a":"1","a":"2"},)" + one + "}");
-    require_st_refused(file, "\"__metadata__\" has the key 'a' more than once");
+    require_refused(file, "\"__metadata__\" has the key 'a' more than once");
     raw(R"({"__metadata__":{},"__metadata__":{},)" + one + "}");
-    require_st_refused(file, "'__metadata__' more than once");
+    require_refused(file, "'__metadata__' more than once");
   }
   SECTION("keys the reference ignores are ignored, but must be valid JSON") {
     raw(R"({"w":{"x":{"y":[1,2.5e-3,true,null,"s",{}]},"dtype":"F32","shape":[1],"data_offsets":[0,4],"z":-0}})");
     CHECK(luminal::load_safetensors(file).contains("w"));
     raw(R"({"w":{"x":[1,],"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
-    require_st_refused(file, "not valid JSON");
+    require_refused(file, "not valid JSON");
     raw(R"({"w":{"x":01,"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
-    require_st_refused(file, "not valid JSON");
+    require_refused(file, "not valid JSON");
     raw(R"({"w":{"x":tru,"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
-    require_st_refused(file, "not valid JSON");
+    require_refused(file, "not valid JSON");
     raw(R"({"__metadata__":null,)" + one + "}");
     CHECK(luminal::load_safetensors(file).metadata.empty());
   }
   SECTION("numbers: shapes and offsets are plain non-negative integers") {
     raw(R"({"w":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}})");
-    require_st_refused(file, "shape[0] is 1.0; extents must be non-negative integers");
+    require_refused(file, "shape[0] is 1.0; extents must be non-negative integers");
     raw(R"({"w":{"dtype":"F32","shape":[1e0],"data_offsets":[0,4]}})");
-    require_st_refused(file, "shape[0] is 1e0");
+    require_refused(file, "shape[0] is 1e0");
     raw(R"({"w":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}})");
-    require_st_refused(file, "not valid JSON");
+    require_refused(file, "not valid JSON");
     raw(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4.0]}})");
-    require_st_refused(file, "element 1 is 4.0");
+    require_refused(file, "element 1 is 4.0");
     raw(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[]}})");
-    require_st_refused(file, "is not two non-negative integers");
+    require_refused(file, "is not two non-negative integers");
     raw(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}})");
-    require_st_refused(file, "it has more than two");
+    require_refused(file, "it has more than two");
     raw(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551616]}})");
-    require_st_refused(file, "element 1 is 18446744073709551616");
+    require_refused(file, "element 1 is 18446744073709551616");
   }
   SECTION("strings: escapes are decoded, lone surrogates and raw control characters refused") {
     raw(R"({"\u0077":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
@@ -211,15 +195,15 @@ TEST_CASE("safetensors hostile: exactly as strict as the reference implementatio
     raw(R"({"\ud83d\ude00":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
     CHECK(luminal::load_safetensors(file).contains("\xF0\x9F\x98\x80"));
     raw(R"({"\ud83d":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
-    require_st_refused(file, "lone high surrogate");
+    require_refused(file, "lone high surrogate");
     raw(R"({"\ude00":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})");
-    require_st_refused(file, "lone low surrogate");
+    require_refused(file, "lone low surrogate");
     raw("{\"w\\q\":{}}");
-    require_st_refused(file, "invalid escape");
+    require_refused(file, "invalid escape");
     raw("{\"w\t\":{}}");
-    require_st_refused(file, "control character");
+    require_refused(file, "control character");
     raw("{\"\xED\xA0\x80\":{}}");  // a surrogate encoded in UTF-8 is not UTF-8
-    require_st_refused(file, "not UTF-8");
+    require_refused(file, "not UTF-8");
   }
   SECTION("an empty tensor whose other extents overflow loads (as in the reference), but get() refuses it") {
     raw(R"({"e":{"dtype":"F32","shape":[0,1099511627776,1099511627776],"data_offsets":[0,0]},)" + one + "}");
@@ -227,12 +211,12 @@ TEST_CASE("safetensors hostile: exactly as strict as the reference implementatio
     CHECK(store.at("e").element_count() == 0);
     CHECK_THROWS_AS(store.get<float>("e"), luminal::store_error);
     raw(R"({"e":{"dtype":"F32","shape":[1099511627776,1099511627776,0],"data_offsets":[0,0]},)" + one + "}");
-    require_st_refused(file, "its byte size overflows");  // the reference multiplies in order too
+    require_refused(file, "its byte size overflows");  // the reference multiplies in order too
   }
   SECTION("a name megabytes long is cut short in messages") {
     const std::string name(3000000, 'n');
     raw("{\"" + name + "\":{\"dtype\":\"X\",\"shape\":[1],\"data_offsets\":[0,4]}}");
-    const std::string msg = st_refusal(file);
+    const std::string msg = refusal(file);
     CHECK_THAT(msg, Contains("unknown dtype 'X'"));
     CHECK(msg.size() < 400);
   }

@@ -43,6 +43,8 @@ using luminal::index_t;
 namespace {
 
 using test::read_bytes;
+using test::refusal;
+using test::require_refused;
 using test::temp_dir;
 using test::u64le;
 using test::write_bytes;
@@ -52,24 +54,6 @@ std::string f32le(float v) {
   std::string s(4, '\0');
   std::memcpy(s.data(), &v, 4);  // the test hosts are little-endian (checked below)
   return s;
-}
-
-/// The message of the checkpoint_error that loading `p` throws; fails if it loads.
-std::string refusal(const fs::path& p) {
-  try {
-    (void)luminal::load_safetensors(p);
-  } catch (const luminal::checkpoint_error& e) {
-    return e.what();
-  }
-  FAIL("'" << p.string() << "' loaded, but it should have been refused");
-  return {};
-}
-
-void require_refused(const fs::path& p, const std::string& why) {
-  const std::string msg = refusal(p);
-  INFO("message: " << msg);
-  CHECK_THAT(msg, Contains(p.string()));
-  CHECK_THAT(msg, Contains(why));
 }
 
 std::set<std::string> listing(const fs::path& dir) {

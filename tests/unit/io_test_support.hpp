@@ -1,9 +1,13 @@
 // Helpers of the checkpoint and data-file tests (io_test.cpp, io_hostile_test.cpp): a
-// private temporary directory per test and raw file writing.
+// private temporary directory per test, raw file writing, and the check that a file is
+// refused with a message naming it.
 //
 //     test::temp_dir dir;                        // mkdtemp: unique, only this user's
 //     test::write_bytes(dir / "x.bin", "\x01\x02");
+//     test::require_refused(dir / "x.bin", "header");
 #pragma once
+#include <catch2/catch.hpp>
+#include <luminal/io/safetensors.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -76,6 +80,25 @@ inline std::string idx_bytes(unsigned char type, const std::vector<std::uint32_t
     s += char(d);
   }
   return s + data;
+}
+
+/// The message of the checkpoint_error that loading `p` throws; fails if it loads.
+inline std::string refusal(const std::filesystem::path& p) {
+  try {
+    (void)luminal::load_safetensors(p);
+  } catch (const luminal::checkpoint_error& e) {
+    return e.what();
+  }
+  FAIL("'" << p.string() << "' loaded, but it should have been refused");
+  return {};
+}
+
+/// Loading `p` is refused with a message that names the file and says `why`.
+inline void require_refused(const std::filesystem::path& p, const std::string& why) {
+  const std::string msg = refusal(p);
+  INFO("message: " << msg);
+  CHECK_THAT(msg, Catch::Matchers::Contains(p.string()));
+  CHECK_THAT(msg, Catch::Matchers::Contains(why));
 }
 
 }  // namespace test
