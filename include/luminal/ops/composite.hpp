@@ -21,6 +21,35 @@ template <expression A, expression B> constexpr auto operator/(A a, B b) {
   if constexpr (is_literal<std::remove_cvref_t<B>>::value) return a * c<1.0 / std::remove_cvref_t<B>::value>;
   else return a * recip(b);
 }
+/// A plain number as an operand (`x * 2.0`, `1 - x`) is refused with one message: a
+/// constant's value is part of the graph's type, so it is spelled `2.0_c` or `c<2.0>`, and
+/// a value to change between runs is an input of shape `shape<>`, bound by name.
+namespace detail {
+template <class S>
+concept plain_number = std::is_arithmetic_v<std::remove_cvref_t<S>>;
+template <class S>
+constexpr void refuse_plain_number() {
+  static_assert(error::always_false<sizeof(S)>,
+                "luminal: a plain number is not an expression. Write a constant as 2.0_c or c<2.0>, or "
+                "bind a value at run time as input<\"name\", f32>(shape<>)");
+}
+}  // namespace detail
+#define LUMINAL_REFUSE_PLAIN_NUMBER(OP)                                                          \
+  template <expression A, detail::plain_number S> constexpr A operator OP(A a, S) {               \
+    detail::refuse_plain_number<S>();                                                           \
+    return a;                                                                                   \
+  }                                                                                             \
+  template <detail::plain_number S, expression B> constexpr B operator OP(S, B b) {               \
+    detail::refuse_plain_number<S>();                                                           \
+    return b;                                                                                   \
+  }
+LUMINAL_REFUSE_PLAIN_NUMBER(+)
+LUMINAL_REFUSE_PLAIN_NUMBER(-)
+LUMINAL_REFUSE_PLAIN_NUMBER(*)
+LUMINAL_REFUSE_PLAIN_NUMBER(/)
+LUMINAL_REFUSE_PLAIN_NUMBER(%)
+#undef LUMINAL_REFUSE_PLAIN_NUMBER
+
 /// Elementwise minimum (NaN propagates); gradients as max's, mirrored.
 template <expression A, expression B> constexpr auto min(A a, B b) { return neg(max(neg(a), neg(b))); }
 /// torch's spellings of the elementwise max and min: a tie between two tensors splits the
