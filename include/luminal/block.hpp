@@ -10,11 +10,14 @@
 //
 // The split into two programs happens at compile time. The reverse pass of the block's
 // outputs, seeded with cotangent inputs, gives gradient expressions that share nodes with
-// the forward graph. Every forward node the gradients read that is not cheap to recompute
-// from leaves (anything behind a reduction, a matmul or a gather) is "cut": the forward
-// program computes it as an extra output, the tape keeps it, and in the backward graph it
-// becomes an input leaf "tape.saved.NNN". Those are the activations the backward pass must
-// keep; everything else is recomputed from the block's inputs and parameters.
+// the forward graph. The backward recomputes elementwise maps and views: a node the
+// gradients read is recomputed from the leaves and from the nearest values under it that
+// are not maps or views (a matmul, a reduction, a gather). Those values are "cut": the
+// forward program computes them as extra outputs, the tape keeps them, and in the backward
+// graph each becomes an input leaf "tape.saved.NNN". So a GELU between two matmuls keeps
+// the first matmul's output only, not the five intermediates of its formula, and a
+// softmax keeps the scores and two row reductions: the forward writes fewer tensors, the
+// tape holds less, and the backward recomputes a few cheap maps in the loops that read them.
 #pragma once
 #include <boost/mp11/algorithm.hpp>
 #include <memory>
@@ -70,9 +73,31 @@ constexpr bool cheap_to_recompute() {
   }
 }
 
-/// The forward nodes the gradient expressions Grads read directly: the children of
-/// backward-only nodes (and the gradients themselves) that are forward nodes and not
-/// cheap. Forward order, each once.
+/// The values node N is recomputed from, besides leaves: nothing when N is cheap, N
+/// itself when it is neither a map nor a view, and otherwise those of its children.
+template <class N>
+struct recomputed_from;
+template <class N>
+using recomputed_from_t = typename recomputed_from<N>::type;
+template <class N>
+struct recomputed_from {
+  static constexpr auto pick() {
+    if constexpr (cheap_to_recompute<N>())
+      return boost::mp11::mp_list<>{};
+    else if constexpr (N::kind == op_kind::view || N::kind == op_kind::map)
+      return boost::mp11::mp_unique<boost::mp11::mp_apply<
+          boost::mp11::mp_append,
+          boost::mp11::mp_push_front<boost::mp11::mp_transform<recomputed_from_t, typename N::children>,
+                                     boost::mp11::mp_list<>>>>{};
+    else
+      return boost::mp11::mp_list<N>{};
+  }
+  using type = decltype(pick());
+};
+
+/// The forward nodes the backward loads: for each forward node the gradient expressions
+/// Grads read (a child of a backward-only node, or a gradient itself), the values it is
+/// recomputed from. Forward order, each once.
 template <class Forward, class Grads>
 struct cut_points {
   using backward_nodes = boost::mp11::mp_apply<topo_nodes, Grads>;
@@ -81,8 +106,12 @@ struct cut_points {
                                                      boost::mp11::mp_identity_t, typename M::children>;
   using readers = boost::mp11::mp_apply<boost::mp11::mp_append,
                                         boost::mp11::mp_push_front<boost::mp11::mp_transform<read_by_backward, backward_nodes>, Grads>>;
+  template <class M>
+  using sources_of = boost::mp11::mp_eval_if_c<!contains_node<Forward, M>, boost::mp11::mp_list<>, recomputed_from_t, M>;
+  using sources = boost::mp11::mp_apply<boost::mp11::mp_append,
+                                        boost::mp11::mp_push_front<boost::mp11::mp_transform<sources_of, readers>, boost::mp11::mp_list<>>>;
   template <class N>
-  using is_cut = std::bool_constant<!cheap_to_recompute<N>() && contains_node<readers, N>>;
+  using is_cut = std::bool_constant<contains_node<sources, N>>;
   using type = boost::mp11::mp_filter<is_cut, Forward>;
 };
 

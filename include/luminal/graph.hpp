@@ -75,6 +75,7 @@ struct node_info {
   bool is_last_two_transpose = false;  // a Permute that swaps only the last two axes
   bool is_batch_expand = false;        // an Expand that leaves the last two axes alone
   int expansion = 1;                   // an Expand: how many times it reads each element
+  bool is_reshape = false;             // a view that keeps the flat (row-major) order
 };
 
 namespace detail {
@@ -146,6 +147,7 @@ constexpr node_info make_info() {
   info.is_last_two_transpose = last_two_transpose<N>();
   info.is_batch_expand = batch_expand<N>();
   info.expansion = expansion<N>();
+  if constexpr (N::kind == op_kind::view) info.is_reshape = requires { N::op::is_reshape; };
   fill_children<L>(info, typename N::children{});
   return info;
 }

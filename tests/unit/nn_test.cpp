@@ -69,15 +69,6 @@ arr naive_pool(const arr& x, std::size_t k, std::size_t stride, std::size_t padd
   return out;
 }
 
-/// Binds every entry of the store (f32 or f64) to the program.
-template <class Prog>
-void bind_store(Prog& prog, const tensor_store& store) {
-  for (const auto& [name, entry] : store) {
-    if (entry.dtype == dtype_tag::f32) prog.bind(name, store.get<f32>(name));
-    else prog.bind(name, store.get<f64>(name));
-  }
-}
-
 double mean_of(const auto& a) { return double(xt::mean(a)()); }
 double std_of(const auto& a) {
   double m = mean_of(a), s = 0;
@@ -200,7 +191,7 @@ TEST_CASE("nn: Conv2d matches a naive convolution", "[nn][conv]") {
   tensor_store store;
   conv_a.initialize(store, 7);
   conv_b.initialize(store, 7);
-  bind_store(prog, store);
+  REQUIRE(store.bind(prog) == 4);
   for (std::size_t n : {1, 3}) {
     INFO("Batch = " << n);
     xt::xarray<float> xv = test::random_array<float>({n, 2, 6, 5}, 21);
@@ -316,7 +307,7 @@ TEST_CASE("nn: Linear, Embedding, Flatten and activations match their formulas",
   no_bias.initialize(store, 3);
   emb.initialize(store, 3);
   REQUIRE(store.names() == std::vector<std::string>{"emb.weight", "fc.bias", "fc.weight", "nb.weight"});
-  bind_store(prog, store);
+  REQUIRE(store.bind(prog) == 4);
   xt::xarray<float> xv = test::random_array<float>({2, 2, 3}, 51);
   xt::xarray<i32> iv = {{0, 4, 2, 2}, {1, 3, 0, 4}};
   prog.bind("x", xv);

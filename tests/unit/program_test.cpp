@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <luminal/io/tensor_store.hpp>
 #include <xtensor/xmanipulation.hpp>
 
 #include "test_support.hpp"
@@ -31,15 +32,22 @@ using test::require_throws_with;
 }  // namespace
 
 // nvcc compiles a replaced operator new for the device as well, where it may not throw:
-// the throwing and counting happen in a host function it calls.
-static void* counted_malloc(std::size_t bytes) {
+// the throwing and counting happen in a host function it calls. The nothrow forms are
+// replaced too, so that every block the replaced delete frees came from malloc: a
+// sanitizer's own nothrow new would otherwise allocate what this delete frees.
+static void* counted_malloc_or_null(std::size_t bytes) noexcept {
   if (counting.load(std::memory_order_relaxed)) ++allocations;
-  if (void* p = std::malloc(bytes ? bytes : 1)) return p;
+  return std::malloc(bytes ? bytes : 1);
+}
+static void* counted_malloc(std::size_t bytes) {
+  if (void* p = counted_malloc_or_null(bytes)) return p;
   throw std::bad_alloc();
 }
 void* operator new(std::size_t bytes) { return counted_malloc(bytes); }
+void* operator new(std::size_t bytes, const std::nothrow_t&) noexcept { return counted_malloc_or_null(bytes); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 TEMPLATE_LIST_TEST_CASE("binding errors name the input, the axis and both sizes", "[program][errors]", test_backends) {
   auto x = input<"x", f32>(shape<Batch, 3>);
@@ -160,6 +168,33 @@ TEMPLATE_LIST_TEST_CASE("consecutive flat kernels of one size compute what their
     test::require_close(prog.template output<1>(), bd, 1e-5, 1e-6);
     test::require_close(prog.template output<2>(), cd, 1e-5, 1e-6);
     test::require_close(prog.template output<3>(), dd, 1e-5, 1e-6);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("loop nests of one size run in one loop when each reads the others in place", "[plan]",
+                        test_backends) {
+  auto x = input<"x", f32>(shape<Batch, 40, 40>);
+  auto bias = input<"bias", f32>(shape<40>);
+  auto a = x + bias;                   // a loop nest: the bias is read through an expand
+  auto b = a * a + bias;               // reads a at its own index
+  auto t = transpose<1, 2>(b) + bias;  // reads b through a permute: must not join b's loop
+  auto prog = compile<TestType>(a, b, t);
+  STATIC_REQUIRE(decltype(prog)::kernel_count() == 3);
+  using groups = luminal::detail::kernel_groups<typename decltype(prog)::layout>;
+  STATIC_REQUIRE(groups::end[0] == 2);
+  STATIC_REQUIRE(groups::end[2] == 3);
+  for (std::size_t batch : {1u, 7u}) {  // 7 * 1600 spans several blocks, which end inside rows
+    auto xv = test::random_array<float>({batch, 40, 40}, 36);
+    auto bv = test::random_array<float>({40}, 37);
+    prog.bind("x", xv);
+    prog.bind("bias", bv);
+    prog.run();
+    xt::xarray<double> ad = test::to_double(xv) + test::to_double(bv);
+    xt::xarray<double> bd = ad * ad + test::to_double(bv);
+    xt::xarray<double> td = xt::transpose(bd, {0, 2, 1}) + test::to_double(bv);
+    test::require_close(prog.template output<0>(), ad, 1e-5, 1e-6);
+    test::require_close(prog.template output<1>(), bd, 1e-5, 1e-6);
+    test::require_close(prog.template output<2>(), td, 1e-5, 1e-6);
   }
 }
 
@@ -287,6 +322,33 @@ TEMPLATE_LIST_TEST_CASE("bind_view reads the caller's memory without copying", "
     std::vector<double> data{1, 2, 3, 4};
     require_throws_with([&] { prog.bind_view("x", data.data(), {4}); }, "needs bind()");
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("a tensor_store binds every input it names into a program", "[program][io]", test_backends) {
+  auto w = param<"w", f32>(shape<3>);
+  auto k = input<"k", i32>(shape<>);
+  auto x = input<"x", f32>(shape<Batch, 3>);
+  auto prog = compile<TestType>(x * w + cast<f32>(k));
+  tensor_store store;
+  store.set("w", xt::xarray<float>{1, 2, 3});
+  store.set("k", xt::xarray<i32>(10));
+  store.set("unused", xt::xarray<double>{7});  // not an input of prog: left alone
+  REQUIRE(store.bind(prog) == 2);
+  prog.bind("x", xt::xarray<float>{{1, 1, 1}, {2, 2, 2}});
+  prog.run();
+  test::require_close(prog.template output<0>(), xt::xarray<float>{{11, 12, 13}, {12, 14, 16}});
+
+  store.set("w", xt::xarray<float>{0, 0, 1});  // copied in: the program sees the store at bind()
+  prog.run();
+  test::require_close(prog.template output<0>(), xt::xarray<float>{{11, 12, 13}, {12, 14, 16}});
+
+  tensor_store wrong_type;
+  wrong_type.set("w", xt::xarray<double>{1, 2, 3});
+  require_throws_with([&] { wrong_type.bind(prog); },
+                      "tensor_store entry 'w' holds f64, but the program's input of that name is f32");
+  tensor_store wrong_shape;
+  wrong_shape.set("w", xt::xarray<float>{1, 2});
+  require_throws_with([&] { wrong_shape.bind(prog); }, "axis 0 must be 3, but the data given has 2");
 }
 
 TEST_CASE("to_dot draws every node and edge", "[dot]") {

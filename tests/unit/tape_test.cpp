@@ -66,6 +66,38 @@ TEST_CASE("tape: a loop whose trip count depends on computed values matches fini
   }
 }
 
+TEST_CASE("tape: a block keeps what its backward recomputes maps from, not the maps", "[tape]") {
+  // The backward of y = proj(gelu(fc(x))) reads gelu(h) and gelu'(h), both maps of fc's
+  // matmul: the block keeps that matmul's output besides y, and nothing of the GELU.
+  auto x = input<"x", f32>(shape<Batch, 8>);
+  nn::Linear<"mlp.fc", 8, 16> fc;
+  nn::Linear<"mlp.proj", 16, 8> proj;
+  auto y = proj(gelu(fc(x), approximate::tanh));
+  auto mlp = compile_block<"mlp">(y, x);
+  auto objective = compile_block<"">(mean(square(x)), x);
+  using kept = std::remove_reference_t<decltype(*mlp)>::kept;
+  STATIC_REQUIRE(boost::mp11::mp_size<kept>::value == 2);
+  STATIC_REQUIRE(boost::mp11::mp_at_c<kept, 1>::kind == op_kind::matmul);
+
+  tensor_store params;
+  fc.initialize(params, 2);
+  proj.initialize(params, 3);
+  auto xv = test::random_array<float>({5, 8}, 4);
+  tape<> t(params);
+  auto loss = t.call(*objective, "", {{"x", t.call(*mlp, "", {{"x", t.variable(xv)}})}});
+  t.backward(loss);
+
+  auto [dfw, dfb, dpw, dpb] = grad(mean(square(y)), fc.weight, fc.bias, proj.weight, proj.bias);
+  auto expected = compile(dfw, dfb, dpw, dpb);
+  REQUIRE(params.bind(expected) == 4);
+  expected.bind("x", xv);
+  expected.run();
+  test::require_same_store(t.gradients(), {{"mlp.fc.weight", expected.output<0>()},
+                                           {"mlp.fc.bias", expected.output<1>()},
+                                           {"mlp.proj.weight", expected.output<2>()},
+                                           {"mlp.proj.bias", expected.output<3>()}});
+}
+
 TEST_CASE("tape: calls with missing or mismatched parameters and inputs are refused by name", "[tape][errors]") {
   auto x = input<"x", f32>(shape<Batch, 8>);
   auto layer = compile_block<"layer">(residual_layer<"layer">(x), x);

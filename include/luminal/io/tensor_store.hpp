@@ -13,6 +13,7 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+#include <boost/mp11/algorithm.hpp>
 #include <xtensor/xarray.hpp>
 
 #include "../dtype.hpp"
@@ -81,6 +82,7 @@ inline void copy_from_little_endian(T* out, const std::byte* in, std::size_t cou
 ///     store.metadata["epoch"] = "3";
 ///     xt::xarray<float> w = store.get<float>("fc1.weight");   // store_error if absent
 ///     save_safetensors(store, "model.safetensors");           // io/safetensors.hpp
+///     store.bind(prog);           // every input of a compile()d program that it names
 ///
 /// set() on an existing name reuses that entry's buffer when it is large enough, so
 /// writing the same parameters every step allocates nothing after the first time.
@@ -178,6 +180,36 @@ class tensor_store {
       for (auto& b : out) b = e.data[i++] != std::byte{0};
     }
     return out;
+  }
+
+  /// Binds (copies) into `prog`, any compile()d program, every input whose name this store
+  /// has an entry for, and returns how many. Inputs it has no entry for are left as they
+  /// are: bind them yourself (run() names any left unbound). An entry of another element
+  /// type throws store_error naming both; a wrong shape throws the program's input_error.
+  ///     auto eval = compile(argmax<1>(fc2(relu(fc1(x)))));
+  ///     store.bind(eval);  eval.bind("x", images);
+  template <class Program>
+  std::size_t bind(Program& prog) const {
+    std::size_t bound = 0;
+    boost::mp11::mp_for_each<typename Program::leaves>([&](auto leaf) {
+      using T = typename decltype(leaf)::value_type;
+      const std::string_view name = decltype(leaf)::name.view();
+      auto it = entries_.find(name);
+      if (it == entries_.end()) return;
+      const entry& e = it->second;
+      if (e.dtype != dtype_of<T>())
+        throw store_error("luminal: tensor_store entry '" + std::string(name) + "' holds " +
+                          std::string(dtype_name(e.dtype)) + ", but the program's input of that name is " +
+                          std::string(dtype_name<T>()));
+      if constexpr (std::endian::native == std::endian::little && !std::is_same_v<T, bool>) {
+        prog.bind(name, reinterpret_cast<const T*>(e.data.data()), std::span<const index_t>(e.shape));
+      } else {  // bytes that are not T's representation here: convert them first
+        xt::xarray<T> values = get<T>(name);
+        prog.bind(name, values.data(), std::span<const index_t>(e.shape));
+      }
+      ++bound;
+    });
+    return bound;
   }
 
   bool contains(std::string_view name) const { return entries_.find(name) != entries_.end(); }

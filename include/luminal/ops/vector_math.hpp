@@ -81,8 +81,10 @@ LUMINAL_INLINE float exp2_f32(float x) {
   p = p * f + 2.4022650695910071e-01f;
   p = p * f + 6.9314718055994531e-01f;
   p = p * f + 1.0f;
-  std::int32_t e = float_bits(shifted) - float_bits(round_magic);  // garbage past |x| = 2^22,
-  e = e < -151 ? -151 : (e > 129 ? 129 : e);                      // overridden below
+  // The difference of the bit patterns, wrapping (unsigned) where |x| is huge: garbage
+  // past |x| = 2^22, overridden below, but no signed overflow.
+  std::int32_t e = std::int32_t(std::uint32_t(float_bits(shifted)) - std::uint32_t(float_bits(round_magic)));
+  e = e < -151 ? -151 : (e > 129 ? 129 : e);
   const std::int32_t half = e >> 1;  // e = half + (e - half), each a normal float's exponent
   const float scaled = p * bits_float((half + 127) << 23) * bits_float((e - half + 127) << 23);
   constexpr float inf = __builtin_inff();
