@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(cuda_block) for_each_kernel(Body body, index_t
 
 /// One block per output (grid-stride over outputs): the threads stride over the reduced
 /// axis, then combine their partial results in shared memory. Body provides identity(),
-/// combine(a, b), element(o, k) and store(o, value) (kernels.hpp: reduce_kernel).
+/// combine(a, b), element(o, k) and store(o, value) (loop_kernels.hpp: reduce_kernel).
 template <class Body>
 __global__ void __launch_bounds__(cuda_block) block_reduce_kernel(Body body, index_t outputs, index_t extent) {
   using T = typename Body::value_type;
@@ -210,7 +210,7 @@ struct basic_cuda {
     LUMINAL_CUDA_CHECK(cudaGetLastError());
   }
 
-  /// A reduction of `outputs` values over `extent` elements each (kernels.hpp's
+  /// A reduction of `outputs` values over `extent` elements each (loop_kernels.hpp's
   /// reduce_kernel): block-level for long axes, one thread per output for short ones.
   template <class Body>
   void parallel_reduce(index_t outputs, index_t extent, const Body& body) {

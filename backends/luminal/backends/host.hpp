@@ -45,7 +45,7 @@ struct host {
              [](const void* b, index_t begin, index_t end) { (*static_cast<const Body*>(b))(begin, end); }, &body);
   }
 
-  /// A reduction of `outputs` values over `extent` elements each (kernels.hpp's
+  /// A reduction of `outputs` values over `extent` elements each (loop_kernels.hpp's
   /// reduce_kernel). Many outputs: each thread takes runs of outputs, in chunks sized by
   /// the work (outputs x extent), not by the output count, so that a reduction to a few
   /// thousand values of long axes (a weight gradient summed over a batch) still uses every

@@ -1,0 +1,278 @@
+// The two loop kernels of a plan: a fused elementwise loop nest, and a reduction over one
+// axis with the reduced expression fused into its inner loop (kernels.hpp launches them,
+// and batched GEMM).
+#pragma once
+#include <array>
+#include <boost/mp11/algorithm.hpp>
+#include <cstdint>
+
+#include "eval.hpp"
+#include "ops/vector_math.hpp"
+namespace luminal {
+
+namespace detail {
+/// The last axis of a shape whose extent is not statically 1 (0 if there is none): the
+/// loop nests' inner axis. Axes after it hold coordinate 0 only.
+template <index_t... E>
+constexpr std::size_t row_axis(std::integer_sequence<index_t, E...>) {
+  constexpr index_t extents[] = {E..., 0};
+  std::size_t axis = 0;
+  for (std::size_t k = 0; k < sizeof...(E); ++k)
+    if (extents[k] != 1) axis = k;
+  return axis;
+}
+/// The static extent of axis k, or -1 where it is symbolic or past the rank.
+template <index_t... E>
+constexpr index_t static_extent(std::integer_sequence<index_t, E...>, std::size_t k) {
+  constexpr index_t extents[] = {E..., -1};
+  return k < sizeof...(E) && extents[k] >= 0 ? extents[k] : -1;
+}
+/// The static extent of the inner axis, or -1 where it is symbolic (or the rank is 0).
+template <index_t... E>
+constexpr index_t row_extent(std::integer_sequence<index_t, E...> s) {
+  return sizeof...(E) == 0 ? -1 : static_extent(s, row_axis(s));
+}
+
+/// Where a kernel rooted at Id loops: over the coordinates of node `it`, which is the root
+/// or, past the reshapes at the root (same elements, same order), a permute's input, read
+/// in its own order while the permuted writes go out at a stride. `permute` is that
+/// permute, or -1. A permute whose input has a shorter inner axis than its own stays: the
+/// loop would run over fewer elements per row (im2col's windows end in the window's 3
+/// offsets, its rows in the image's 28 columns).
+template <class P, int Id>
+struct iteration {
+  template <int N>
+  using node = typename evaluator<P>::template node_t<N>;
+  template <int N>
+  static constexpr int child = flat::detail::first(typename node<N>::children{});
+  template <int N>
+  static constexpr bool peelable = node<N>::kind == op_kind::view && !node<child<N>>::stored && node<child<N>>::rank > 0;
+  static constexpr int past_reshapes = [] {
+    if constexpr (requires { node<Id>::op::is_reshape; }) {
+      if constexpr (peelable<Id>) return iteration<P, child<Id>>::past_reshapes;
+      else return Id;
+    } else {
+      return Id;
+    }
+  }();
+  template <int N>
+  static constexpr bool shortens_rows = [] {
+    constexpr index_t inner = row_extent(typename node<child<N>>::static_extents{});
+    constexpr index_t outer = row_extent(typename node<N>::static_extents{});
+    return inner >= 0 && outer >= 0 && inner < outer;
+  }();
+  static constexpr int permute = [] {
+    if constexpr (requires { node<past_reshapes>::op::from_child(extents<node<past_reshapes>::rank>{}); }) {
+      if constexpr (peelable<past_reshapes> && !shortens_rows<past_reshapes>) return past_reshapes;
+      else return -1;
+    } else {
+      return -1;
+    }
+  }();
+  static constexpr int it = [] {
+    if constexpr (permute >= 0) return child<permute>;
+    else return past_reshapes;
+  }();
+};
+
+/// Runs row(c, i, first, n) for the rows of coordinates c covering flat indices
+/// [begin, end) of a shape with extents d: a row is n consecutive values of axis Row from
+/// `first`, at flat indices i, i + 1, ... (axes after Row have extent 1). The coordinates
+/// advance by increments: divisions happen once per call, not per element.
+template <std::size_t Row, std::size_t R, class F>
+LUMINAL_INLINE void for_each_row(index_t begin, index_t end, const extents<R>& d, F&& row) {
+  auto c = unravel(begin, d);
+  for (index_t i = begin; i < end;) {
+    index_t first = c[Row], n = d[Row] - first < end - i ? d[Row] - first : end - i;
+    row(c, i, first, n);
+    i += n;
+    c[Row] = 0;
+    for (std::size_t k = Row; k-- > 0;) {
+      if (++c[k] < d[k]) break;
+      c[k] = 0;
+    }
+  }
+}
+}  // namespace detail
+
+/// A fused elementwise kernel: writes node Id of flat program P over flat indices
+/// [begin, end). Flat kernels run one loop; others a loop nest over the coordinates of the
+/// iteration node (detail::iteration), whose innermost loop advances every read by its
+/// stride.
+template <class P, int Id>
+struct elementwise_kernel {
+  using eval = evaluator<P>;
+  using T = typename eval::template value_type<Id>;
+  using where = detail::iteration<P, Id>;
+  static constexpr int it = where::it;
+  static constexpr bool root = it == Id;
+  static constexpr std::size_t rank = eval::template node_t<it>::rank;
+  using static_extents = typename eval::template node_t<it>::static_extents;
+  static constexpr std::size_t row = detail::row_axis(static_extents{});
+  static constexpr index_t row_length = detail::row_extent(static_extents{});
+  /// Rows of at most 8 elements (a pool's window of 4) run as blocks along the axis before
+  /// theirs, each row unrolled: the work shared by a row's elements (every coordinate but
+  /// the last) is then done once per row, not once per element.
+  static constexpr bool short_rows = where::permute < 0 && row > 0 && row_length > 1 && row_length <= 8 &&
+                                     detail::static_extent(static_extents{}, row - 1) != 1;
+  kernel_context ctx;
+  T* out;
+
+  LUMINAL_HD void run_short_rows(index_t begin, index_t end, const extents<rank>& d) const {
+    auto one = [&](index_t i) { out[i] = eval::template at<it, root>(ctx, detail::unravel(i, d)); };
+    const index_t body_begin = (begin + row_length - 1) / row_length * row_length;
+    const index_t body_end = end / row_length * row_length;
+    if (body_begin >= body_end) {
+      for (index_t i = begin; i < end; ++i) one(i);
+      return;
+    }
+    for (index_t i = begin; i < body_begin; ++i) one(i);  // the end of a row another call began
+    extents<row> outer{};
+    for (std::size_t k = 0; k < row; ++k) outer[k] = d[k];
+    detail::for_each_row<row - 1>(body_begin / row_length, body_end / row_length, outer,
+                                  [&](extents<row>& oc, index_t i, index_t first, index_t n) {
+      extents<rank> c{};
+      for (std::size_t k = 0; k < row; ++k) c[k] = oc[k];
+      for (index_t j = 0; j < n; ++j) {
+        c[row - 1] = first + j;
+        T* LUMINAL_RESTRICT line = out + (i + j) * row_length;
+        for (index_t k = 0; k < row_length; ++k) {
+          c[row] = k;
+          line[k] = eval::template at<it, root>(ctx, c);
+        }
+      }
+    });
+    for (index_t i = body_end; i < end; ++i) one(i);
+  }
+
+  LUMINAL_HD void operator()(index_t begin, index_t end) const {
+    if constexpr (where::permute < 0 && eval::template is_flat<it, root>()) {
+      T* LUMINAL_RESTRICT o = out;
+      for (index_t i = begin; i < end; ++i) o[i] = eval::template at_flat<it, root>(ctx, i);
+    } else if constexpr (rank == 0) {
+      if (begin < end) out[0] = eval::template at<it, root>(ctx, {});
+    } else if constexpr (short_rows) {
+      run_short_rows(begin, end, eval::template dims<it>(ctx));
+    } else {
+      detail::for_each_row<row>(begin, end, eval::template dims<it>(ctx),
+                                [&](extents<rank>& c, index_t i, index_t first, index_t n) {
+        if constexpr (where::permute < 0) {
+          T* LUMINAL_RESTRICT line = out + i;
+          extents<rank> at_j = c;  // a local copy: c lives in memory the loop would write
+          for (index_t j = 0; j < n; ++j) {
+            at_j[row] = first + j;
+            line[j] = eval::template at<it, root>(ctx, at_j);
+          }
+        } else {
+          using Perm = typename eval::template node_t<where::permute>;
+          auto out_dims = eval::template dims<where::permute>(ctx);
+          for (index_t j = 0; j < n; ++j) {
+            c[row] = first + j;
+            out[detail::ravel(Perm::op::from_child(c), out_dims)] = eval::template at<it>(ctx, c);
+          }
+        }
+      });
+    }
+  }
+};
+
+/// A reduction of node Id (Reduce over Axis of its child) for outputs [begin, end), in
+/// rows of outputs along the output's inner axis. Each step of the reduced axis is
+/// combined into the whole row, a loop over consecutive outputs that vectorizes, unless
+/// the reduced axis is long and comes after the row's axis: then each output runs its own
+/// loop over the reduced axis (in several partial results). A short window after the row
+/// (a pool's 2 x 2 as its last axis) still goes step by step over the row: each output
+/// combines its elements in the same order either way, and the row's reads advance at a
+/// fixed stride. Backends that split the reduced axis across threads (a block per output
+/// on a GPU) use identity / combine / element / store through parallel_reduce.
+template <class P, int Id>
+struct reduce_kernel {
+  using eval = evaluator<P>;
+  using N = typename eval::template node_t<Id>;
+  using T = typename eval::template value_type<Id>;
+  using F = typename N::op::functor;
+  using value_type = T;
+  static constexpr int child = flat::detail::first(typename N::children{});
+  static constexpr std::size_t rank = N::rank;
+  static constexpr std::size_t axis = std::size_t(N::op::axis);
+  static constexpr std::size_t row = detail::row_axis(typename N::static_extents{});
+  static constexpr int lanes = 8;
+  /// The reduced axis's extent when static, else -1. A window shorter than the lanes (a
+  /// pool's 2 x 2) runs in one accumulator with a fixed trip count: setting up and
+  /// combining 8 partial results would cost more than the window.
+  static constexpr index_t static_extent = [] {
+    constexpr auto e = []<index_t... E>(std::integer_sequence<index_t, E...>) {
+      return std::array<index_t, sizeof...(E)>{E...};
+    }(typename eval::template node_t<child>::static_extents{});
+    return e[axis];
+  }();
+  static constexpr bool short_window = static_extent >= 0 && static_extent <= lanes;
+  kernel_context ctx;
+  T* out;
+
+  LUMINAL_HD void operator()(index_t begin, index_t end) const {
+    index_t extent = eval::template dims<child>(ctx)[axis];
+    detail::for_each_row<row>(begin, end, eval::template dims<Id>(ctx),
+                              [&](extents<rank>& c, index_t i, index_t first, index_t n) {
+      T* LUMINAL_RESTRICT line = out + i;
+      if constexpr (axis == row || (axis > row && !short_window)) {  // axis == row: one output per row
+        for (index_t j = 0; j < n; ++j) {
+          c[row] = first + j;
+          line[j] = reduce_one(c, extent);
+        }
+      } else {
+        for (index_t j = 0; j < n; ++j) line[j] = identity();
+        auto cc = c;
+        for (index_t k = 0; k < extent; ++k) {
+          cc[axis] = k;
+          for (index_t j = 0; j < n; ++j) {
+            cc[row] = first + j;
+            line[j] = combine(line[j], eval::template at<child>(ctx, cc));
+          }
+        }
+      }
+    });
+  }
+  /// The reduction for the output at c (whose coordinate on the reduced axis is 0), in
+  /// `lanes` partial results so that consecutive elements do not wait on each other. The
+  /// fused child is evaluated at one place in the code: a copy per lane or per remainder
+  /// loop multiplies the compile time and size of every reduction over a large expression.
+  LUMINAL_HD T reduce_one(extents<rank> c, index_t extent) const {
+    if constexpr (short_window) {
+      (void)extent;
+      T acc = identity();
+      for (index_t k = 0; k < static_extent; ++k) {
+        c[axis] = k;
+        acc = combine(acc, eval::template at<child>(ctx, c));
+      }
+      return acc;
+    } else {
+      // Blocks of `lanes` elements, lane l taking the elements k = l mod lanes: the block
+      // is a loop of fixed length over consecutive elements, which vectorizes. The last
+      // block reads its last element again past the end and combines the identity there
+      // instead: no remainder loop, so the child is still written once.
+      T acc[lanes];
+      for (int l = 0; l < lanes; ++l) acc[l] = identity();
+      for (index_t block = 0; block < extent; block += lanes) {
+        for (int l = 0; l < lanes; ++l) {
+          const index_t k = block + l;
+          c[axis] = k < extent ? k : extent - 1;
+          acc[l] = combine(acc[l], detail::select_value(k < extent, eval::template at<child>(ctx, c), identity()));
+        }
+      }
+      for (int l = 1; l < lanes; ++l) acc[0] = combine(acc[0], acc[l]);
+      return acc[0];
+    }
+  }
+  LUMINAL_HD static T identity() { return F::template identity<T>(); }
+  LUMINAL_HD static T combine(T acc, T x) { return F::combine(acc, x); }
+  /// Element k of the reduced axis for output o.
+  LUMINAL_HD T element(index_t o, index_t k) const {
+    auto c = detail::unravel(o, eval::template dims<Id>(ctx));
+    c[axis] = k;
+    return eval::template at<child>(ctx, c);
+  }
+  LUMINAL_HD void store(index_t o, T value) const { out[o] = value; }
+};
+
+}  // namespace luminal
