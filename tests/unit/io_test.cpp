@@ -327,6 +327,19 @@ TEST_CASE("safetensors: corrupt and invalid files are refused with checkpoint_er
     write_safetensors_raw(bad, R"({"h":{"dtype":7,"shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0'));
     require_refused(bad, "\"dtype\" is not a string");
   }
+  SECTION("I64 loads as i32 when every value fits, and is refused naming the value when one does not") {
+    // PyTorch's integer buffers (BERT's position_ids) are I64: [-2, 0, 2147483647].
+    const std::string fits = u64le(std::uint64_t(-2)) + u64le(0) + u64le(2147483647);
+    write_safetensors_raw(bad, R"({"ids":{"dtype":"I64","shape":[3],"data_offsets":[0,24]}})", fits);
+    luminal::tensor_store store = luminal::load_safetensors(bad);
+    REQUIRE(store.at("ids").dtype == luminal::dtype_tag::i32);
+    REQUIRE((store.get<int>("ids") == xt::xarray<int>{-2, 0, 2147483647}));
+    write_safetensors_raw(bad, R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})",
+                          u64le(1) + u64le(std::uint64_t(1) << 40));
+    require_refused(bad, "tensor 'ids' (I64) holds 1099511627776 at element 1, outside the range of i32");
+    write_safetensors_raw(bad, R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,8]}})", u64le(1));
+    require_refused(bad, "needs 16");  // the file's size check counts 8 bytes per I64
+  }
   SECTION("bad shapes") {
     const std::string data(8, '\0');
     write_safetensors_raw(bad, R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data);

@@ -140,7 +140,8 @@ inline void save_safetensors(const tensor_store& store, const std::filesystem::p
 ///     whitespace), nests deeper than 127 levels, repeats a key (at the top, in
 ///     "__metadata__", or within a tensor), or has a "__metadata__" that is not an
 ///     object of strings (safetensors_header.hpp);
-///   - a dtype other than F32, F64, I32, BOOL; a shape that is not a list of non-negative
+///   - a dtype other than F32, F64, I32, BOOL and I64 (which loads as i32, and is refused
+///     when a value does not fit); a shape that is not a list of non-negative
 ///     integers, or whose byte size overflows; data_offsets that are not two integers
 ///     begin <= end, that run past the data, or whose length is not shape * dtype size;
 ///   - tensors that overlap or leave gaps: the tensors must tile the data section exactly.
@@ -227,6 +228,7 @@ inline tensor_store load_safetensors(const std::filesystem::path& path) {
     tensor_store::entry& entry = it.entry;
     entry.data.resize(std::size_t(it.end - it.begin));
     read_exact(entry.data.data(), it.end - it.begin, [&] { return "the data of " + st::tensor_label(it.name); });
+    if (it.narrowed_from_i64) st::narrow_i64(entry, it.name, path);
     if (entry.dtype == dtype_tag::boolean)
       for (std::size_t k = 0; k < entry.data.size(); ++k)
         if (entry.data[k] != std::byte{0} && entry.data[k] != std::byte{1})

@@ -44,7 +44,7 @@ inline bool parse_dtype(std::string_view name, dtype_tag& out) {
 
 /// safetensors dtypes that are valid in the format but that luminal does not hold.
 inline bool known_other_dtype(std::string_view name) {
-  static constexpr std::string_view others[] = {"F16", "BF16", "F8_E4M3", "F8_E5M2", "I8", "I16", "I64",
+  static constexpr std::string_view others[] = {"F16", "BF16", "F8_E4M3", "F8_E5M2", "I8", "I16",
                                                 "U8",  "U16",  "U32",     "U64",     "C64"};
   return std::find(std::begin(others), std::end(others), name) != std::end(others);
 }
@@ -55,6 +55,7 @@ struct tensor_header {
   std::string name;
   tensor_store::entry entry;
   std::uint64_t begin = 0, end = 0;  // data_offsets, relative to the data section
+  bool narrowed_from_i64 = false;    // I64 in the file, held as i32 (the loader narrows it)
 };
 
 struct header {
@@ -95,9 +96,15 @@ inline tensor_header read_tensor(json_scanner& scan, std::string name, std::uint
         once(has_dtype, "dtype");
         if (scan.peek_value() != '"') scan.fail_here(where() + ": \"dtype\" is not a string");
         scan.read_string_into(dtype_text);
-        if (!parse_dtype(dtype_text, t.entry.dtype)) {
+        // PyTorch stores integer buffers (position ids, counters) as I64: they load as i32
+        // when every value fits, which the loader checks.
+        t.narrowed_from_i64 = dtype_text == "I64";
+        if (t.narrowed_from_i64) {
+          t.entry.dtype = dtype_tag::i32;
+        } else if (!parse_dtype(dtype_text, t.entry.dtype)) {
           if (known_other_dtype(dtype_text))
-            scan.fail_here(where() + " has dtype " + dtype_text + ", which luminal does not support (F32, F64, I32, BOOL)");
+            scan.fail_here(where() + " has dtype " + dtype_text +
+                           ", which luminal does not support (F32, F64, I32, BOOL, and I64 read as I32)");
           scan.fail_here(where() + " has unknown dtype '" + excerpt(dtype_text) + "'");
         }
       } else if (key == "shape") {
@@ -132,7 +139,7 @@ inline tensor_header read_tensor(json_scanner& scan, std::string name, std::uint
   if (!has_dtype) scan.fail_here(where() + " has no \"dtype\"");
   if (!has_shape) scan.fail_here(where() + " has no \"shape\"");
   if (!has_offsets) scan.fail_here(where() + " has no \"data_offsets\"");
-  std::uint64_t bytes = dtype_size(t.entry.dtype);
+  std::uint64_t bytes = t.narrowed_from_i64 ? 8 : dtype_size(t.entry.dtype);
   for (index_t extent : t.entry.shape) {
     const auto e = std::uint64_t(extent);
     if (e != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / e)
@@ -169,6 +176,23 @@ inline void read_metadata(json_scanner& scan, std::map<std::string, std::string,
     auto [it, inserted] = metadata.try_emplace(std::move(key), std::move(value));
     if (!inserted) scan.fail_here("\"__metadata__\" has the key '" + excerpt(it->first) + "' more than once");
   } while (scan.next_member());
+}
+
+/// Narrows an entry read as I64 (8 little-endian bytes per element) to i32 in place;
+/// a value outside i32's range fails, naming the tensor, the element and the value.
+inline void narrow_i64(tensor_store::entry& entry, std::string_view name, const std::filesystem::path& path) {
+  const std::size_t count = entry.data.size() / 8;
+  for (std::size_t k = 0; k < count; ++k) {
+    std::uint64_t bits = 0;
+    for (int b = 7; b >= 0; --b) bits = (bits << 8) | std::to_integer<std::uint64_t>(entry.data[8 * k + b]);
+    const auto value = static_cast<std::int64_t>(bits);
+    if (value < std::numeric_limits<std::int32_t>::min() || value > std::numeric_limits<std::int32_t>::max())
+      fail(path, tensor_label(name) + " (I64) holds " + std::to_string(value) + " at element " + std::to_string(k) +
+                     ", outside the range of i32, which luminal holds integers as");
+    const auto narrow = static_cast<std::uint32_t>(static_cast<std::int32_t>(value));
+    for (int b = 0; b < 4; ++b) entry.data[4 * k + b] = std::byte((narrow >> (8 * b)) & 0xff);
+  }
+  entry.data.resize(4 * count);
 }
 
 /// Reads and checks the header `text` of a file whose data section holds `data_size`

@@ -4,13 +4,20 @@
 #pragma once
 #include "map.hpp"
 #include "simplify.hpp"
+#include "vector_math.hpp"
 
 namespace luminal {
 
 namespace fn {
 struct Erf : float_function {
   static constexpr std::string_view name = "erf";
-  template <class T> LUMINAL_HD static T apply(T x) { using std::erf; return erf(x); }
+  template <class T> LUMINAL_HD static T apply(T x) {
+#ifndef __CUDA_ARCH__
+    if constexpr (std::is_same_v<T, float>) return detail::erf_f32(x);  // vectorizes (vector_math.hpp)
+#endif
+    using std::erf;
+    return erf(x);
+  }
 };
 struct Erfc : float_function {
   static constexpr std::string_view name = "erfc";

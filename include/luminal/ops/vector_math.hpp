@@ -1,11 +1,12 @@
-// exp2 and log2 of float in straight-line arithmetic that a compiler vectorizes: a call of
-// the C library's exp2f / log2f inside a fused loop keeps the whole loop scalar (softmax,
-// GELU and cross-entropy run through these two). Over every float, subnormals, infinities
-// and NaN included, both are within 1 ulp of libm's double result rounded to float
-// (checked exhaustively once; tests/unit/ops_vector_math_test.cpp samples 1M floats). Device
-// code keeps CUDA's own exp2f / log2f, and double keeps libm.
+// exp2, log2 and erf of float in straight-line arithmetic that a compiler vectorizes: a
+// call of the C library's exp2f / log2f / erff inside a fused loop keeps the whole loop
+// scalar (softmax, GELU and cross-entropy run through these). Over every float,
+// subnormals, infinities and NaN included, each is within 1 ulp of libm's double result
+// rounded to float (checked exhaustively once); tests/unit/ops_vector_math_test.cpp
+// samples 1M floats. Device code keeps CUDA's own functions, and double keeps libm.
 //
 //     float y = luminal::detail::exp2_f32(x);   // what fn::Exp2 runs on the host for f32
+//     float e = luminal::detail::erf_f32(x);    // and fn::Erf
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -120,6 +121,40 @@ LUMINAL_INLINE float log2_f32(float x) {
   result = blend(x == 0.0f, -inf, result);
   result = blend(x == inf, inf, result);
   return blend(__builtin_isless(x, 0.0f) || __builtin_isunordered(x, x), __builtin_nanf(""), result);
+}
+
+/// erf(x) = sign(x) erf(|x|) with, for |x| <= 1, |x| P(x^2), P of degree 6 (relative error
+/// below 2e-9), and for 1 < |x|, 1 - 2^Q(t), Q of degree 11 fitting log2(erfc) over [1, 4]
+/// in t = (|x| - 2.5) / 1.5 (erfc's relative error below 1e-10; past 4, erfc < 2e-8 and
+/// erf rounds to 1). Least-squares fits on Chebyshev nodes against libm in double. Both
+/// polynomials run in double, so that the only roundings are the final one and exp2's.
+LUMINAL_INLINE float erf_f32(float x) {
+  const double a = __builtin_fabs(double(x)), s = a * a;
+  double p = 7.847259131439632e-05;
+  p = p * s - 0.0008008189324422155;
+  p = p * s + 0.005188098889532575;
+  p = p * s - 0.0268536910997782;
+  p = p * s + 0.11283582247994237;
+  p = p * s - 0.3761262556739931;
+  p = p * s + 1.1283791656893227;
+  const double small = a * p;  // NaN stays NaN here, and the blend below keeps it
+  const double clamped = blend(__builtin_isgreater(a, 4.0), 4.0, blend(__builtin_isless(a, 1.0), 1.0, a));
+  const double t = (clamped - 2.5) * (1.0 / 1.5);
+  double q = 2.2180886196652096e-06;
+  q = q * t - 3.4149524672879327e-06;
+  q = q * t - 9.750731343234167e-06;
+  q = q * t + 6.821681880026338e-05;
+  q = q * t - 0.00031375930941751775;
+  q = q * t + 0.0012643677251895154;
+  q = q * t - 0.004611708980023967;
+  q = q * t + 0.015816227267492076;
+  q = q * t - 0.05286897123582286;
+  q = q * t - 3.0639393498740457;
+  q = q * t - 11.583428963251114;
+  q = q * t - 11.262853678669188;
+  const double large = 1.0 - double(exp2_f32(float(q)));
+  const float magnitude = float(blend(__builtin_isgreater(a, 1.0), large, small));
+  return __builtin_copysignf(magnitude, x);
 }
 
 }  // namespace luminal::detail
