@@ -225,7 +225,8 @@ int main(int argc, char** argv) {
       try {
         corpus_ids.push_back(tokenizer.encode(corpus[i], opt.max_tokens));
       } catch (const wordpiece::tokenizer_error& e) {
-        throw std::runtime_error("text " + std::to_string(i + 1) + " of the search corpus: " + e.what());
+        throw std::runtime_error("text " + std::to_string(i + 1) + " of the search corpus '" + opt.search.string() +
+                                 "': " + e.what());
       }
     }
     auto corpus_embeddings = embed_all(bert, corpus_ids, tokenizer.pad_id(), opt.batch, true);
