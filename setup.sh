@@ -20,7 +20,7 @@ PACKAGES=(
   build-essential cmake git pkg-config
   libboost-dev libxtensor-dev librange-v3-dev catch2
   libopenblas-dev libtrilinos-kokkos-dev nlohmann-json3-dev zlib1g-dev
-  libutf8proc-dev dataset-fashion-mnist fortunes python3 python3-venv ccache
+  libutf8proc-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist fortunes python3 python3-venv ccache
 )
 
 # ---- 1. system packages -------------------------------------------------------------

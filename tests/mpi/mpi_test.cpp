@@ -1,0 +1,154 @@
+// Data parallelism over MPI (distributed/mpi.hpp), run by CTest under
+// `mpirun -np 2`: gradients averaged over ranks that each hold half a batch equal the
+// whole batch's gradient; after 20 AdamW steps on different shards every parameter is
+// bit-identical on every rank; models that differ are refused naming the parameter.
+// With --rank-1-dies it runs the dying-rank scenario of the mpi.rank_dies test instead.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <xtensor/xrandom.hpp>
+#include <xtensor/xview.hpp>
+
+#include <luminal/distributed/mpi.hpp>
+#include <luminal/grad/parameter_optimizer.hpp>
+#include <luminal/luminal.hpp>
+
+using namespace luminal;
+
+namespace {
+constexpr Dim Batch{"Batch"};
+// Softmax regression, 5 features to 3 classes, mean cross-entropy over the batch.
+const auto x = input<"x", f32>(shape<Batch, 5>);
+const auto labels = input<"labels", i32>(shape<Batch>);
+const auto w = param<"fc.weight", f32>(shape<3, 5>);
+const auto b = param<"fc.bias", f32>(shape<3>);
+const auto logits = matmul(x, transpose(w)) + b;
+const auto z = logits - max<1>(logits, keepdim);
+const auto loss = mean(log(sum<1>(exp(z))) - sum<1>(z * cast<f32>(equal(iota<1, i32>(shape<Batch, 3>), reshape(labels, shape<Batch, 1>)))));
+
+/// The gradients of the mean loss over rows [first, last) of (xs, ys), by name.
+tensor_store gradients(const tensor_store& params, const xt::xarray<float>& xs, const xt::xarray<int>& ys,
+                       std::size_t first, std::size_t last) {
+  static auto prog = [] {
+    auto [dw, db] = grad(loss, w, b);
+    return compile(dw, db);
+  }();
+  params.bind(prog);
+  prog.bind("x", xt::xarray<float>(xt::view(xs, xt::range(first, last))));
+  prog.bind("labels", xt::xarray<int>(xt::view(ys, xt::range(first, last))));
+  prog.run();
+  tensor_store out;
+  out.set("fc.weight", xt::xarray<float>(prog.output<0>()));
+  out.set("fc.bias", xt::xarray<float>(prog.output<1>()));
+  return out;
+}
+
+tensor_store initial(unsigned seed) {
+  std::mt19937 rng(seed);
+  tensor_store p;
+  p.set("fc.weight", xt::xarray<float>(xt::random::randn<float>({3, 5}, 0.0f, 1.0f, rng)));
+  p.set("fc.bias", xt::xarray<float>(xt::random::randn<float>({3}, 0.0f, 1.0f, rng)));
+  return p;
+}
+
+void data(unsigned seed, std::size_t rows, xt::xarray<float>& xs, xt::xarray<int>& ys) {
+  std::mt19937 rng(seed);
+  xs = xt::random::randn<float>({rows, std::size_t(5)}, 0.0f, 1.0f, rng);
+  ys = xt::xarray<int>::from_shape({rows});
+  for (auto& v : ys) v = int(rng() % 3);
+}
+
+/// A hash of every parameter's bytes, gathered from every rank.
+std::vector<std::uint64_t> hashes(const tensor_store& params, const mpi_communicator& comm) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const auto& [name, e] : params)
+    for (std::byte byte : e.data) h = (h ^ std::uint64_t(byte)) * 1099511628211ull;
+  std::vector<std::uint64_t> all(std::size_t(comm.size()));
+  MPI_Allgather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm.get());
+  return all;
+}
+}  // namespace
+
+TEST_CASE("gradients averaged over ranks that each hold part of a batch equal the whole batch's gradient") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  REQUIRE(comm.size() >= 2);
+  tensor_store params = initial(7);
+  xt::xarray<float> xs;
+  xt::xarray<int> ys;
+  const std::size_t per_rank = 16, rows = per_rank * std::size_t(comm.size());
+  data(11, rows, xs, ys);  // the same global batch on every rank
+  tensor_store mine = gradients(params, xs, ys, per_rank * std::size_t(comm.rank()), per_rank * std::size_t(comm.rank() + 1));
+  average_gradients(mine, comm, /*bucket_bytes=*/32);  // small buckets: several allreduces
+  tensor_store whole = gradients(params, xs, ys, 0, rows);
+  for (const char* name : {"fc.weight", "fc.bias"}) {
+    INFO(name);
+    const auto a = mine.get<float>(name), e = whole.get<float>(name);
+    for (std::size_t k = 0; k < e.size(); ++k) REQUIRE(a.flat(k) == Approx(e.flat(k)).margin(1e-6));
+  }
+}
+
+TEST_CASE("after 20 AdamW steps on different shards every parameter is bit-identical on every rank") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  tensor_store params = initial(unsigned(comm.rank()) + 1);  // different on each rank
+  REQUIRE(hashes(params, comm)[0] != hashes(params, comm)[1]);
+  broadcast_parameters(params, comm);
+  auto after_broadcast = hashes(params, comm);
+  for (auto h : after_broadcast) REQUIRE(h == after_broadcast[0]);
+  parameter_optimizer<adamw> optimizer({.lr = 1e-2f});
+  for (int step = 0; step < 20; ++step) {
+    xt::xarray<float> xs;
+    xt::xarray<int> ys;
+    data(unsigned(1000 * step + comm.rank()), 8, xs, ys);  // each rank its own shard
+    tensor_store grads = gradients(params, xs, ys, 0, 8);
+    average_gradients(grads, comm);
+    optimizer.step(params, grads);
+  }
+  auto after = hashes(params, comm);
+  for (auto h : after) CHECK(h == after[0]);
+  CHECK(after[0] != after_broadcast[0]);  // the steps did change the parameters
+}
+
+TEST_CASE("ranks whose models differ are refused on every rank, naming the parameter and the ranks") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  tensor_store params = initial(3);
+  if (comm.rank() == 1) params.set("fc.weight", xt::xarray<float>(xt::zeros<float>({4, 5})));
+  REQUIRE_THROWS_WITH(broadcast_parameters(params, comm),
+                      Catch::Matchers::Contains("rank 0 has 'fc.weight: f32 [3, 5]', rank 1 'fc.weight: f32 [4, 5]'"));
+  tensor_store named = initial(3);
+  if (comm.rank() == 1) named.insert("fc.extra", named.at("fc.bias"));
+  REQUIRE_THROWS_WITH(average_gradients(named, comm), Catch::Matchers::Contains("rank 1 'fc.extra: f32 [3]'"));
+}
+
+TEST_CASE("a communicator is the caller's: its rank and size, not a duplicate") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  REQUIRE(comm.rank() == rank);
+  REQUIRE(comm.get() == MPI_COMM_WORLD);
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  if (argc > 1 && std::strcmp(argv[1], "--rank-1-dies") == 0) {
+    // mpi.rank_dies: rank 1 exits in the middle of training; rank 0 waits in the
+    // allreduce. MPI's error handling must end the job (CTest checks mpiexec's report).
+    mpi_communicator comm(MPI_COMM_WORLD);
+    tensor_store g = initial(1);
+    if (comm.rank() == 1) std::_Exit(3);
+    average_gradients(g, comm);
+    std::puts("rank 0 went on after rank 1 died");
+    MPI_Finalize();
+    return 0;
+  }
+  Catch::Session session;
+  int failed = session.run(argc, argv);  // every rank reports; the job fails if any rank fails
+  int any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any ? 1 : 0;
+}
