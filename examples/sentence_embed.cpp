@@ -191,9 +191,13 @@ int main(int argc, char** argv) {
       lines.push_back(line);
       try {
         if (line.find_first_not_of(" \t") == std::string::npos) throw wordpiece::tokenizer_error("the line is empty");
-        ids.push_back(tokenizer.encode(line, opt.max_tokens));
+        // One piece more than fits tells whether the line was cut, in one tokenization.
+        std::vector<std::int32_t> line_ids = tokenizer.encode(line, opt.max_tokens + 1);
+        const bool cut = line_ids.size() > opt.max_tokens;
+        if (cut) line_ids.erase(line_ids.end() - 2);  // the extra piece, before [SEP]
+        ids.push_back(std::move(line_ids));
         usable.push_back(true);
-        if (ids.back().size() == opt.max_tokens && tokenizer.encode(line, opt.max_tokens + 1).size() > opt.max_tokens)
+        if (cut)
           std::fprintf(stderr, "sentence_embed: line %zu is longer than %zu tokens: its embedding reads the first %zu\n",
                        number, opt.max_tokens, opt.max_tokens);
       } catch (const wordpiece::tokenizer_error& e) {

@@ -156,13 +156,13 @@ class BertEncoder {
  public:
   explicit BertEncoder(tensor_store weights, B backend = {})
       : weights_(std::move(weights)), backend_(backend), embed_(backend), layer_(backend), pool_(backend) {
-    while (weights_.contains(layer_name(depth_, "attention.self.query.weight"))) ++depth_;
+    while (weights_.contains(layer_prefix(depth_) + ".attention.self.query.weight")) ++depth_;
     if (depth_ == 0)
       throw input_error("luminal: BertEncoder: the weights have no 'encoder.layer.0.*' tensors (" +
                         std::to_string(weights_.size()) +
                         " tensors); is this a BERT checkpoint with Hugging Face's BertModel names?");
     check_weights(embed_, [](std::string_view name) { return std::string(name); });
-    for (int i = 0; i < depth_; ++i) check_weights(layer_, [&](std::string_view name) { return layer_name(i, name.substr(6)); });
+    for (int i = 0; i < depth_; ++i) check_weights(layer_, [&](std::string_view leaf) { return layer_weight(i, leaf); });
   }
   BertEncoder(const BertEncoder&) = delete;
   BertEncoder& operator=(const BertEncoder&) = delete;
@@ -201,8 +201,12 @@ class BertEncoder {
   }
 
  private:
-  static std::string layer_name(int i, std::string_view rest) {
-    return "encoder.layer." + std::to_string(i) + "." + std::string(rest);
+  /// Where layer i's weights are stored: "encoder.layer.<i>" (also the prefix BertTape
+  /// calls the layer block with).
+  static std::string layer_prefix(int i) { return "encoder.layer." + std::to_string(i); }
+  /// The stored name of the layer program's leaf "layer.<rest>" for layer i.
+  static std::string layer_weight(int i, std::string_view leaf) {
+    return layer_prefix(i) + std::string(leaf.substr(std::string_view("layer").size()));
   }
   static std::vector<index_t> extents(const xt::xarray<int>& token_ids, std::int64_t last) {
     return {index_t(token_ids.shape()[0]), index_t(token_ids.shape()[1]), index_t(last)};
@@ -216,23 +220,19 @@ class BertEncoder {
       using L = decltype(leaf);
       if constexpr (L::role == leaf_role::parameter) {
         const std::string name = stored_name(L::name.view());
-        const auto expected = detail::extents_of(shape_t<L>{});
-        auto shape_text = [](const auto& shape) {
-          std::string s = "[";
-          for (std::size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
-          return s + "]";
-        };
+        const auto static_extents = detail::extents_of(shape_t<L>{});
+        const std::vector<index_t> expected(static_extents.begin(), static_extents.end());
+        using luminal::detail::safetensors::format_shape;
         if (!weights_.contains(name))
           throw input_error("luminal: BertEncoder: the weights have no tensor '" + name + "' (the model needs " +
-                            std::string(dtype_name<value_t<L>>()) + " " + shape_text(expected) + ")");
+                            std::string(dtype_name<value_t<L>>()) + " " + format_shape(expected) + ")");
         const auto& e = weights_.at(name);
         if (e.dtype != dtype_of<value_t<L>>())
           throw input_error("luminal: BertEncoder: tensor '" + name + "' holds " + std::string(dtype_name(e.dtype)) +
                             ", but the model needs " + std::string(dtype_name<value_t<L>>()));
-        if (!std::equal(e.shape.begin(), e.shape.end(), expected.begin(), expected.end(),
-                        [](index_t a, std::size_t b) { return std::size_t(a) == b; }))
-          throw input_error("luminal: BertEncoder: tensor '" + name + "' has shape " + shape_text(e.shape) +
-                            ", but the model needs " + shape_text(expected));
+        if (e.shape != expected)
+          throw input_error("luminal: BertEncoder: tensor '" + name + "' has shape " + format_shape(e.shape) +
+                            ", but the model needs " + format_shape(expected));
       }
     });
   }
@@ -304,7 +304,7 @@ class BertEncoder {
     const float* in = embed_.output_data();
     for (int i = 0; i < depth_; ++i) {
       float* out = buffers_[i % 2];
-      bind_weights(layer_, [&](std::string_view name) { return layer_name(i, name.substr(6)); });
+      bind_weights(layer_, [&](std::string_view leaf) { return layer_weight(i, leaf); });
       layer_.bind_device("hidden", in, extents(token_ids, Width));
       layer_.template write_output_to<0>(out);
       layer_.run();

@@ -56,7 +56,7 @@ class BertTape {
     auto types = t.constant(xt::xarray<int>(xt::zeros<int>(token_ids.shape())));
     auto h = t.call(*embed_, "", {{"input_ids", t.constant(token_ids)}, {"token_type_ids", types}});
     for (int i = 0; i < depth; ++i)
-      h = t.call(*layer_, "encoder.layer." + std::to_string(i), {{"hidden", h}, {"attention_mask", mask}});
+      h = t.call(*layer_, Encoder::layer_prefix(i), {{"hidden", h}, {"attention_mask", mask}});
     return t.call(*pool_, "", {{"hidden", h}, {"attention_mask", mask}});
   }
 
