@@ -7,6 +7,13 @@
 //     char_gpt --layers 4 --width 128 --context 64 --minutes 10 --csv curve.csv
 //     char_gpt --layers 4 --checkpoint gpt.safetensors --resume --steps 2000
 //     char_gpt --layers 4 --checkpoint gpt.safetensors --resume --steps 0 --sample 400
+//
+// Under mpirun it trains data parallel, unchanged (when built with MPI: luminal::mpi):
+// --batch is the global batch, each rank draws its share of the windows from its own
+// seeded stream, the gradients' mean over the ranks feeds each update, the validation
+// loss is averaged over the ranks, and rank 0 alone prints and writes checkpoints:
+//
+//     mpirun -np 2 char_gpt --layers 4 --batch 16 --steps 2000
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,12 +23,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <luminal/distributed/data_parallel.hpp>
 #include <luminal/grad/parameter_optimizer.hpp>
 #include <luminal/nn/gpt.hpp>
 #include <numbers>
 #include <random>
 #include <sstream>
 #include <string>
+#ifdef LUMINAL_EXAMPLE_MPI
+#include <luminal/distributed/mpi.hpp>
+#endif
 
 using namespace luminal;
 namespace fs = std::filesystem;
@@ -159,8 +170,16 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// Trains on comm's ranks (a local_communicator: this process alone); rank 0 prints and
+/// writes the checkpoint and the CSV.
 template <std::int64_t Width, std::int64_t Heads>
-int run(const options& opt) {
+int run(const options& opt, communicator& comm) {
+  const bool lead = comm.rank() == 0;
+  const int ranks = comm.size();
+  if (opt.batch % ranks != 0)
+    throw std::runtime_error("--batch " + std::to_string(opt.batch) + " (the global batch) does not split evenly over " +
+                             std::to_string(ranks) + " ranks");
+  const int local_batch = opt.batch / ranks;
   const std::string text = read_corpus(opt.corpus);
   const std::size_t split = text.size() / 10 * 9;
   const std::string_view train_text(text.data(), split), valid_text(text.data() + split, text.size() - split);
@@ -183,29 +202,32 @@ int run(const options& opt) {
     }
     optimizer.load_state(saved);
   }
-  std::printf("char_gpt: %zu bytes of text from %s (%zu for validation); unigram entropy %.3f nats/char\n",
+  broadcast_parameters(params, comm);  // rank 0's (and a check that every rank built the same model)
+  if (lead) std::printf("char_gpt: %zu bytes of text from %s (%zu for validation); unigram entropy %.3f nats/char\n",
               text.size(), opt.corpus.c_str(), valid_text.size(), entropy);
-  std::printf("model: %d layers, width %lld, %lld heads, context %d, batch %d: %.2fM parameters%s\n", opt.layers,
+  if (lead) std::printf("model: %d layers, width %lld, %lld heads, context %d, batch %d: %.2fM parameters%s\n", opt.layers,
               (long long)Width, (long long)Heads, opt.context, opt.batch, double(parameter_count) / 1e6,
               opt.resume ? (", resumed at step " + std::to_string(optimizer.step_count())).c_str() : "");
 
   std::ofstream csv;
-  if (!opt.csv.empty()) {
+  if (lead && !opt.csv.empty()) {
     csv.open(opt.csv);
     if (!csv) throw std::runtime_error("cannot write " + opt.csv);
     csv << "step,seconds,tokens,train_loss,valid_loss,unigram_entropy\n";
   }
-  std::mt19937_64 rng(opt.seed * 7919 + std::uint64_t(optimizer.step_count()));
+  // Each rank its own stream of windows, reproducible from the seed, the step and the rank.
+  std::mt19937_64 rng(opt.seed * 7919 + std::uint64_t(optimizer.step_count()) + 0x9e3779b97f4a7c15ull * std::uint64_t(comm.rank()));
   xt::xarray<int> tokens, targets;
   auto validation_loss = [&] {
     std::mt19937_64 valid_rng(12345);  // the same windows every time
     double total = 0;
     for (int i = 0; i < opt.eval_batches; ++i) {
       sample_batch(valid_text, opt.batch, opt.context, valid_rng, tokens, targets);
+      if (i % ranks != comm.rank()) continue;  // each rank its share of the batches
       tape<> t(params);
       total += t.item<float>(gpt.loss(t, tokens, targets));
     }
-    return total / opt.eval_batches;
+    return sum_over_ranks(comm, total) / opt.eval_batches;
   };
 
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -215,31 +237,36 @@ int run(const options& opt) {
   const long planned = opt.steps >= 0 ? first + opt.steps : -1;
   double running = 0, tokens_seen = 0, last_valid = -1;
   tape<> t(params);
-  for (long step = first; planned < 0 ? seconds_since(start) < budget : step < planned; ++step) {
+  bool finished = planned >= 0 ? first >= planned : budget <= 0;
+  for (long step = first; !finished; ++step) {
     // Warm-up, then cosine decay to a tenth over the planned steps, or over as many as
     // the time budget allows at the speed so far.
     const double done = double(step - first), elapsed_so_far = seconds_since(start);
-    const double horizon = planned >= 0 ? double(planned)
+    double horizon = planned >= 0 ? double(planned)
                            : done < 20  ? double(first + 1000)
                                         : double(first) + done * budget / std::max(elapsed_so_far, 1e-3);
+    if (ranks > 1) comm.broadcast(&horizon, sizeof horizon, 0);  // one schedule for every rank
     const double warm = std::min(1.0, double(step + 1) / 100.0);
     optimizer.options().lr =
         float(opt.lr * warm * (0.1 + 0.45 * (1 + std::cos(std::numbers::pi * std::min(1.0, double(step) / horizon)))));
-    sample_batch(train_text, opt.batch, opt.context, rng, tokens, targets);
+    sample_batch(train_text, local_batch, opt.context, rng, tokens, targets);
     t.clear();
     auto loss = gpt.loss(t, tokens, targets);
     t.backward(loss);
+    if (ranks > 1) average_gradients(t.gradients(), comm);
     optimizer.step(params, t.gradients());
     const double value = t.item<float>(loss);
     running = step == first ? value : 0.95 * running + 0.05 * value;
     tokens_seen += double(opt.batch) * opt.context;
     const double elapsed = seconds_since(start);
-    if (tty || (step + 1) % 10 == 0)
+    if (lead && (tty || (step + 1) % 10 == 0))
       std::fprintf(stderr, "%sstep %ld  loss %.4f  %.0f tokens/s  %.0f s%s", tty ? "\r" : "", step + 1, running,
                    tokens_seen / elapsed, elapsed, tty ? "   " : "\n");
-    const bool last = planned >= 0 ? step + 1 == planned : seconds_since(start) >= budget;
-    if ((step + 1) % opt.eval_every == 0 || last) {
+    finished = planned >= 0 ? step + 1 >= planned : seconds_since(start) >= budget;
+    if (ranks > 1) comm.broadcast(&finished, sizeof finished, 0);  // rank 0's clock ends every rank's run
+    if ((step + 1) % opt.eval_every == 0 || finished) {
       const double valid = last_valid = validation_loss();
+      if (!lead) continue;
       if (tty) std::fputc('\n', stderr);
       std::printf("step %ld  %.0f s  train %.4f  validation %.4f  (unigram entropy %.3f)\n", step + 1, elapsed, running,
                   valid, entropy);
@@ -248,6 +275,7 @@ int run(const options& opt) {
       if (!opt.checkpoint.empty()) save_safetensors(optimizer.checkpoint(params), opt.checkpoint);
     }
   }
+  if (!lead) return 0;
   if (optimizer.step_count() > first) {
     std::printf("trained %ld steps in %.0f s: %.0f tokens/s\n", optimizer.step_count() - first, seconds_since(start),
                 tokens_seen / seconds_since(start));
@@ -278,11 +306,23 @@ int run(const options& opt) {
 
 int main(int argc, char** argv) {
   const options opt = parse(argc, argv);
+  if (opt.heads != 4) usage(argv[0], "--heads: this build has 4 heads compiled in");
+  if (opt.width != 128 && opt.width != 256) usage(argv[0], "--width: this build has widths 128 and 256 compiled in");
+  auto train = [&](communicator& comm) { return opt.width == 128 ? run<128, 4>(opt, comm) : run<256, 4>(opt, comm); };
+  if (mpirun_ranks() > 0) {
+#ifdef LUMINAL_EXAMPLE_MPI
+    return run_on_mpi_world(argc, argv, "char_gpt", train);
+#else
+    if (mpirun_ranks() > 1) {
+      std::cerr << "char_gpt: started by mpirun on " << mpirun_ranks()
+                << " ranks, but built without MPI (install libopenmpi-dev and reconfigure)\n";
+      return 1;
+    }
+#endif
+  }
   try {
-    if (opt.heads != 4) usage(argv[0], "--heads: this build has 4 heads compiled in");
-    if (opt.width == 128) return run<128, 4>(opt);
-    if (opt.width == 256) return run<256, 4>(opt);
-    usage(argv[0], "--width: this build has widths 128 and 256 compiled in");
+    local_communicator comm;
+    return train(comm);
   } catch (const std::exception& e) {
     std::cerr << "char_gpt: " << e.what() << "\n";
     return 1;

@@ -6,6 +6,13 @@
 //     fashion_mnist --model cnn --epochs 4 --checkpoint cnn.safetensors --csv cnn.csv
 //     fashion_mnist --model cnn --epochs 6 --checkpoint cnn.safetensors --resume
 //
+// Under mpirun it trains data parallel, unchanged (when built with MPI: luminal::mpi):
+// each rank takes its share of every global batch of the same seeded shuffle, the
+// gradients' mean over the ranks feeds each update, the test accuracy is counted over all
+// ranks, and rank 0 alone writes checkpoints and the CSV (every rank resumes from them):
+//
+//     mpirun -np 2 fashion_mnist --model mlp --epochs 12      # --batch-size is the global batch
+//
 // The data is the Debian package dataset-fashion-mnist (/usr/share/datasets/fashion-mnist).
 #include <unistd.h>
 
@@ -20,7 +27,11 @@
 #include <iostream>
 #include <luminal/data/idx.hpp>
 #include <luminal/nn.hpp>
+#include <luminal/distributed/data_parallel.hpp>
 #include <luminal/train.hpp>
+#ifdef LUMINAL_EXAMPLE_MPI
+#include <luminal/distributed/mpi.hpp>
+#endif
 #include <limits>
 #include <numbers>
 #include <optional>
@@ -288,29 +299,39 @@ class progress_bar {
   std::chrono::steady_clock::time_point start_;
 };
 
-/// Accuracy of the evaluation program on the test set, in batches of 1000.
+/// Accuracy of the evaluation program on the test set, in batches of 1000: each rank
+/// counts its share of the images, and the counts are summed over the ranks.
 template <class Eval, class Store>
-double test_accuracy(Eval& eval, const Store& store, const fashion_mnist_data& test) {
+double test_accuracy(Eval& eval, const Store& store, const fashion_mnist_data& test, communicator& comm) {
   store.bind(eval);
   const std::size_t n = test.labels.size(), chunk = 1000;
+  const std::size_t first = n * std::size_t(comm.rank()) / std::size_t(comm.size());
+  const std::size_t last = n * std::size_t(comm.rank() + 1) / std::size_t(comm.size());
   std::size_t correct = 0;
   std::vector<std::int32_t> predicted(chunk);
-  for (std::size_t begin = 0; begin < n; begin += chunk) {
-    const std::size_t rows = std::min(chunk, n - begin);
+  for (std::size_t begin = first; begin < last; begin += chunk) {
+    const std::size_t rows = std::min(chunk, last - begin);
     eval.bind_view("images", test.images.data() + begin * 784, {index_t(rows), 784});
     eval.run();
     eval.template read_output<0>(std::span<std::int32_t>(predicted.data(), rows));
     for (std::size_t i = 0; i < rows; ++i) correct += predicted[i] == test.labels.data()[begin + i];
   }
-  return double(correct) / double(n);
+  return sum_over_ranks(comm, double(correct)) / double(n);
 }
 
-template <class ModelFn, class Modules>
-int train(const options& opt, ModelFn model, Modules modules) {
+/// Trains on comm's ranks: data parallel when Parallel (each rank takes its share of every
+/// global batch), else on this process alone (comm is then a local_communicator).
+template <bool Parallel, class ModelFn, class Modules>
+int train(const options& opt, ModelFn model, Modules modules, communicator& comm) {
+  const bool lead = comm.rank() == 0;  // prints, and writes the checkpoint and the CSV
+  const std::size_t ranks = std::size_t(comm.size());
   // Where results go is checked first, so that a bad path is not noticed after an epoch.
-  if (!opt.checkpoint.empty()) require_writable(opt.checkpoint, "--checkpoint");
-  if (!opt.csv.empty()) require_writable(opt.csv, "--csv");
-  std::cerr << "loading Fashion-MNIST from " << opt.data_dir << "\n";
+  if (lead && !opt.checkpoint.empty()) require_writable(opt.checkpoint, "--checkpoint");
+  if (lead && !opt.csv.empty()) require_writable(opt.csv, "--csv");
+  if (std::size_t(opt.batch_size) % ranks != 0)
+    throw std::runtime_error("--batch-size " + std::to_string(opt.batch_size) + " (the global batch) does not split "
+                             "evenly over " + std::to_string(ranks) + " ranks");
+  if (lead) std::cerr << "loading Fashion-MNIST from " << opt.data_dir << "\n";
   fashion_mnist_data train_set = load_fashion_mnist(opt.data_dir, dataset_split::train);
   fashion_mnist_data test_set = load_fashion_mnist(opt.data_dir, dataset_split::test);
   normalize(train_set.images, fashion_mnist_mean, fashion_mnist_std);
@@ -327,9 +348,13 @@ int train(const options& opt, ModelFn model, Modules modules) {
   auto labels = input<"labels", i32>(shape<Batch>);
   auto loss = nn::cross_entropy(model(nn::train), labels);
   auto t0 = std::chrono::steady_clock::now();
-  auto step = compile_train_step(loss, adamw{.lr = opt.lr, .weight_decay = opt.weight_decay});
+  const adamw optimizer{.lr = opt.lr, .weight_decay = opt.weight_decay};
+  auto step = [&] {
+    if constexpr (Parallel) return compile_train_step(loss, optimizer, data_parallel{comm});
+    else return compile_train_step(loss, optimizer);
+  }();
   auto eval = compile(argmax<1>(model(nn::eval)));
-  step.seed = opt.seed;
+  step.seed = opt.seed ^ (0x9e3779b97f4a7c15ull * std::uint64_t(comm.rank()));  // each rank its own dropout
   if (opt.profile) step.program().set_profiling(true);
 
   tensor_store initial;
@@ -341,30 +366,35 @@ int train(const options& opt, ModelFn model, Modules modules) {
     const int done = resumed_epochs(saved, opt, steps_per_epoch);
     step.load_state(saved, "'" + opt.checkpoint + "'");
     first_epoch = done + 1;
-    std::cerr << "resumed from " << opt.checkpoint << " after epoch " << done << " (step " << step.step_count()
-              << ")\n";
+    if (lead)
+      std::cerr << "resumed from " << opt.checkpoint << " after epoch " << done << " (step " << step.step_count()
+                << ")\n";
   }
-  std::cerr << "model " << opt.model << ": " << decltype(step)::slot_count << " parameter and state tensors, "
-            << step.program().kernel_count() << " kernels per step (set-up "
-            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
+  if (lead)
+    std::cerr << "model " << opt.model << ": " << decltype(step)::slot_count << " parameter and state tensors, "
+              << step.program().kernel_count() << " kernels per step (set-up "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)"
+              << (ranks > 1 ? ", data parallel over " + std::to_string(ranks) + " ranks" : std::string()) << "\n";
 
   std::ofstream csv;
-  if (!opt.csv.empty()) {
+  if (lead && !opt.csv.empty()) {
     csv.open(opt.csv, opt.resume ? std::ios::app : std::ios::trunc);
     if (!csv) throw std::runtime_error("fashion_mnist: cannot write '" + opt.csv + "'");
     if (!opt.resume) csv << "epoch,step,train_loss,test_accuracy,seconds,images_per_second\n";
   }
 
   const double total_steps = double(steps_per_epoch) * opt.epochs;
-  xt::xarray<float> x_batch = xt::xarray<float>::from_shape({bs, std::size_t(784)});
-  xt::xarray<std::int32_t> y_batch = xt::xarray<std::int32_t>::from_shape({bs});
+  const std::size_t local = bs / ranks;  // this rank's share of each global batch
+  xt::xarray<float> x_batch = xt::xarray<float>::from_shape({local, std::size_t(784)});
+  xt::xarray<std::int32_t> y_batch = xt::xarray<std::int32_t>::from_shape({local});
   double accuracy = 0;
   for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
     batch_list batches = shuffled_batches(n, bs, opt.seed * 1000003u + std::uint64_t(epoch), /*drop_last=*/true);
     progress_bar bar(epoch, opt.epochs, batches.size());
     double loss_sum = 0;
     std::size_t done = 0;
-    for (std::span<const index_t> rows : batches) {
+    for (std::span<const index_t> global_rows : batches) {
+      const auto rows = global_rows.subspan(std::size_t(comm.rank()) * local, local);
       // Cosine decay of the learning rate over the whole run: a runtime scalar.
       double progress = double(step.step_count()) / total_steps;
       step.optimizer().lr = float(0.5 * opt.lr * (1.0 + std::cos(std::numbers::pi * std::min(progress, 1.0))));
@@ -374,12 +404,13 @@ int train(const options& opt, ModelFn model, Modules modules) {
       step.bind("labels", y_batch);
       loss_sum += step.run();
       ++done;
-      bar.update(done, loss_sum / double(done), done * bs);
+      if (lead) bar.update(done, loss_sum / double(done), done * bs);
     }
-    bar.finish();
+    if (lead) bar.finish();
     double seconds = bar.elapsed();
-    accuracy = test_accuracy(eval, step.store(), test_set);
-    std::printf("epoch %d: train loss %.4f, test accuracy %.4f, %.1f s, %.0f images/s\n", epoch,
+    loss_sum = sum_over_ranks(comm, loss_sum) / double(ranks);  // the mean over the global batches
+    accuracy = test_accuracy(eval, step.store(), test_set, comm);
+    if (lead) std::printf("epoch %d: train loss %.4f, test accuracy %.4f, %.1f s, %.0f images/s\n", epoch,
                 loss_sum / double(std::max<std::size_t>(done, 1)), accuracy, seconds, double(done * bs) / seconds);
     std::fflush(stdout);
     if (csv) {
@@ -387,32 +418,53 @@ int train(const options& opt, ModelFn model, Modules modules) {
           << accuracy << ',' << seconds << ',' << double(done * bs) / seconds << '\n';
       csv.flush();
     }
-    if (!opt.checkpoint.empty()) {
+    if (lead && !opt.checkpoint.empty()) {
       tensor_store state = step.state();
       state.metadata["epoch"] = std::to_string(epoch);
       state.metadata["model"] = opt.model;
       save_safetensors(state, opt.checkpoint);
     }
     if (epoch == opt.stop_after) {
-      std::printf("stopped after epoch %d (--stop-after)\n", epoch);
+      if (lead) std::printf("stopped after epoch %d (--stop-after)\n", epoch);
       return 0;
     }
   }
-  std::printf("final test accuracy %.4f\n", accuracy);
-  if (opt.profile) {
+  if (lead) std::printf("final test accuracy %.4f\n", accuracy);
+  if (lead && opt.profile) {
     std::fputs(step.program().profile().c_str(), stdout);
     std::fputs(step.program().describe().c_str(), stdout);
   }
   return 0;
 }
+
+template <bool Parallel>
+int train_model(const options& opt, communicator& comm) {
+  if (opt.model == "mlp")
+    return train<Parallel>(opt, [](auto mode) { return mlp(mode); }, std::tuple{mlp_fc1, mlp_fc2, mlp_fc3}, comm);
+  return train<Parallel>(opt, [](auto mode) { return cnn(mode); },
+                         std::tuple{cnn_conv1, cnn_conv2, cnn_fc1, cnn_fc2}, comm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   options opt = parse(argc, argv);
+  if (mpirun_ranks() > 0) {
+#ifdef LUMINAL_EXAMPLE_MPI
+    return run_on_mpi_world(argc, argv, "fashion_mnist", [&](communicator& comm) {
+      return comm.size() > 1 ? train_model<true>(opt, comm) : train_model<false>(opt, comm);
+    });
+#else
+    if (mpirun_ranks() > 1) {
+      std::cerr << "fashion_mnist: started by mpirun on " << mpirun_ranks()
+                << " ranks, but built without MPI (install libopenmpi-dev and reconfigure)\n";
+      return 1;
+    }
+#endif
+  }
   try {
-    if (opt.model == "mlp")
-      return train(opt, [](auto mode) { return mlp(mode); }, std::tuple{mlp_fc1, mlp_fc2, mlp_fc3});
-    return train(opt, [](auto mode) { return cnn(mode); }, std::tuple{cnn_conv1, cnn_conv2, cnn_fc1, cnn_fc2});
+    local_communicator comm;
+    return train_model<false>(opt, comm);
   } catch (const std::exception& e) {
     std::cerr << "\nfashion_mnist: error: " << e.what() << "\n";
     return 1;

@@ -61,6 +61,8 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
       char text[96];
       std::snprintf(text, sizeof text, "GEMM %.0f x %.0f x %.0f, %.0f batch(es)", m, n, k, batches);
       out += text;
+    } else if constexpr (table[root].kind == op_kind::exchange) {
+      out += "exchange over the communicator's ranks";
     } else if constexpr (table[root].kind == op_kind::reduce) {
       int child = table[root].children[0];
       using N = typename eval::template node_t<root>;

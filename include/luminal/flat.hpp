@@ -17,7 +17,7 @@
 
 namespace luminal::flat {
 
-/// The op of nodes that have none to evaluate (leaves, extents, gathers).
+/// The op of nodes that have none to evaluate (leaves, extents, gathers, exchanges).
 struct no_op {};
 
 /// One node: what evaluating it needs, with children as node ids. Static holds each
@@ -50,7 +50,8 @@ auto child_ids(boost::mp11::mp_list<C...>) -> std::integer_sequence<int, L::temp
 template <class N>
 auto op_of() {
   if constexpr (N::kind == op_kind::constant) return std::type_identity<N>{};  // Const / Literal: its value
-  else if constexpr (N::kind == op_kind::input || N::kind == op_kind::extent || N::kind == op_kind::gather)
+  else if constexpr (N::kind == op_kind::input || N::kind == op_kind::extent || N::kind == op_kind::gather ||
+                     N::kind == op_kind::exchange)
     return std::type_identity<no_op>{};
   else if constexpr (N::kind == op_kind::view && requires { N::op::is_reshape; })
     return std::type_identity<

@@ -47,7 +47,9 @@ struct kernel_groups {
   template <int Id>
   static constexpr bool fusable() {
     using N = typename evaluator<P>::template node_t<Id>;
-    if constexpr (N::kind == op_kind::reduce || N::kind == op_kind::matmul || N::kind == op_kind::input) return false;
+    if constexpr (N::kind == op_kind::reduce || N::kind == op_kind::matmul || N::kind == op_kind::input ||
+                  N::kind == op_kind::exchange)
+      return false;
     else if constexpr (iteration<P, Id>::it == Id && evaluator<P>::template is_flat<Id, true>()) return N::rank > 0;
     else return iteration<P, Id>::permute < 0 && N::rank > 0;
   }

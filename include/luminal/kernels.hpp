@@ -5,6 +5,7 @@
 #include <boost/mp11/algorithm.hpp>
 #include <cstdint>
 
+#include "distributed/communicator.hpp"
 #include "kernel_groups.hpp"
 
 namespace luminal {
@@ -59,6 +60,10 @@ struct kernel_runner {
   kernel_context ctx;
   void* const* buffers;      // host copy of the device pointers
   const index_t* dims;       // host copy of the extents table
+  detail::exchange_state* exchange = nullptr;  // the program's, for exchange kernels
+
+  template <class N>
+  auto* data_of() const { return static_cast<typename N::value_type*>(buffers[Layout::template id<N>]); }
 
   template <class N>
   const index_t* dims_of() const { return dims + Layout::template id<N> * Layout::max_rank; }
@@ -93,6 +98,8 @@ struct kernel_runner {
         backend.parallel_for(count_of<N>(), body);
     } else if constexpr (N::kind == op_kind::matmul) {
       run_matmul<N>(out);
+    } else if constexpr (N::kind == op_kind::exchange) {
+      N::op::template execute<N>(*this, out);
     } else {
       backend.parallel_for(count_of<N>(), elementwise_kernel<flat_program, id>{ctx, out});
     }

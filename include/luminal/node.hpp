@@ -22,6 +22,7 @@ enum class op_kind {
   matmul,     // batched matrix product
   gather,     // rows of a table picked by an integer index tensor
   iota,       // index along an axis
+  exchange,   // a step of the gradients' mean over ranks, run by the program's communicator
 };
 
 /// Marker base for every node type.

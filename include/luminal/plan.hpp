@@ -1,7 +1,7 @@
 // The planner, at compile time: which nodes get a buffer (materialized), which kernels
 // run in which order, and what each kernel reads, so liveness is known before run time.
 // Elementwise chains and views fuse into the kernel of whatever consumes them; reductions,
-// matmuls, outputs and expensive fan-out values are kernel boundaries.
+// matmuls, exchanges, outputs and expensive fan-out values are kernel boundaries.
 #pragma once
 #include <array>
 
@@ -44,7 +44,7 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
   for (std::size_t i = 0; i < N; ++i) {
     auto kind = table[i].kind;
     plan.stored[i] = plan.is_output[i] || force_stored[i] || kind == op_kind::input ||
-                     kind == op_kind::reduce || kind == op_kind::matmul;
+                     kind == op_kind::reduce || kind == op_kind::matmul || kind == op_kind::exchange;
     plan.gemm_base[i] = -1;
     plan.kernel_of[i] = -1;
     plan.last_use[i] = -1;
@@ -58,6 +58,10 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
       plan.gemm_base[table[i].children[k]] = base;
     }
   }
+  // An exchange copies or reads whole buffers.
+  for (std::size_t i = 0; i < N; ++i)
+    if (table[i].kind == op_kind::exchange)
+      for (int k = 0; k < table[i].child_count; ++k) plan.stored[table[i].children[k]] = true;
   // Fan-out: children come first in the table, so one forward pass sees final costs.
   for (std::size_t i = 0; i < N; ++i)
     for (int k = 0; k < table[i].child_count; ++k) plan.reads[table[i].children[k]] += table[i].expansion;

@@ -43,6 +43,12 @@ class program {
   static constexpr std::size_t leaf_count = boost::mp11::mp_size<leaves>::value;
   template <std::size_t I>
   using output_node = boost::mp11::mp_at_c<boost::mp11::mp_list<Outputs...>, I>;
+  /// Whether the program holds exchange nodes (ops/exchange.hpp): it then needs a communicator.
+  static constexpr bool exchanges = [] {
+    for (const auto& info : layout::table)
+      if (info.kind == op_kind::exchange) return true;
+    return false;
+  }();
 
   explicit program(B backend = {}) : backend_(std::move(backend)) {
     dims_.assign(node_count * max_rank, 0);
@@ -110,8 +116,22 @@ class program {
 
   // ---- running ------------------------------------------------------------------------
 
+  /// The communicator that runs the program's exchange kernels (a data-parallel training
+  /// step sets it); it must outlive the runs.
+  void set_communicator(communicator& comm) { exchange_.comm = &comm; }
+  /// Seconds run() spent waiting for exchanges to arrive, summed over runs: the exchange
+  /// time that the kernels between an exchange's start and its use did not hide.
+  double exchange_wait_seconds() const { return exchange_.waited_seconds; }
+
   /// Runs every kernel. Throws input_error for missing or inconsistent inputs.
   void run() {
+    if constexpr (exchanges) {
+      if (!exchange_.comm)
+        throw input_error("luminal: this program averages gradients over ranks (it has exchange nodes); "
+                          "give it a communicator with set_communicator() first");
+      exchange_.in_flight.assign(exchange_.in_flight.size(), false);  // a run that threw left none pending
+      exchange_.pending = 0;
+    }
     resolve_symbols();
     compute_dims();
     if (!planned_ || dims_ != planned_dims_) replan();
@@ -124,7 +144,7 @@ class program {
     int no_error = 0;
     backend_.to_device(error_device_, &no_error, sizeof(int));
     kernel_context ctx{buffers_device_, dims_device_, error_device_};
-    kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data()};
+    kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data(), &exchange_};
     auto launch_all = [&] {
       boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>(
           [&](auto K) { launch_kernel<int(decltype(K)::value)>(runner); });
@@ -473,6 +493,8 @@ class program {
       auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if constexpr (group_end > K + 1) runner.template run_fused<K, group_end>();
       else runner.template run<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>();
+      if constexpr (exchanges)
+        if (exchange_.pending > 0) exchange_.comm->progress();  // sums in flight advance between kernels
       if (profiling_) {
         wait_for_backend();
         kernel_seconds_[K] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -512,6 +534,7 @@ class program {
     std::swap(profiling_, other.profiling_);
     std::swap(kernel_seconds_, other.kernel_seconds_);
     std::swap(profiled_runs_, other.profiled_runs_);
+    std::swap(exchange_, other.exchange_);
   }
   void release() noexcept {
     for (auto& b : bindings_)
@@ -536,6 +559,7 @@ class program {
   bool planned_ = false, ran_ = false, profiling_ = false;
   std::vector<double> kernel_seconds_;
   std::size_t profiled_runs_ = 0;
+  detail::exchange_state exchange_;
 };
 
 /// Compiles the graph of `outputs` for backend B (host threads + BLAS by default).

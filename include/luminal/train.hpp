@@ -8,6 +8,12 @@
 //     step.optimizer().lr = 1e-4f;              // runtime: no recompilation
 //     step.save("model.safetensors");           // parameters, optimizer state, step count
 //
+// Data parallel over the ranks of a communicator (distributed/mpi.hpp): each rank binds its
+// own shard of the batch, and every rank applies the gradients' mean over the ranks:
+//
+//     luminal::mpi_communicator comm(MPI_COMM_WORLD);
+//     auto step = compile_train_step(loss, adam{}, data_parallel{comm});
+//
 // The parameters are the loss's param<> leaves; their gradients come from the reverse
 // pass, optionally clipped by their global norm, and feed the optimizer's update graph
 // (grad/optimizers.hpp). The updated parameters and state are the program's outputs,
@@ -18,9 +24,11 @@
 #include <limits>
 #include <tuple>
 
+#include "distributed/communicator.hpp"
 #include "grad/optimizers.hpp"
 #include "grad/reverse.hpp"
 #include "io/safetensors.hpp"
+#include "ops/exchange.hpp"
 #include "parameter_store.hpp"
 
 namespace luminal {
@@ -94,6 +102,7 @@ class train_step {
   /// that is NaN or infinite throws run_error, and the parameters and state stay as they
   /// were before this step.
   loss_type run() {
+    if (comm_ && !synchronized_) synchronize();
     const std::int64_t t = step_ + 1;
     optimizer_.hyperparameters(t, [&](std::string_view name, double value) { bind_scalar(name, value); });
     if constexpr (Clipping == gradient_clipping::global_norm) bind_scalar("optim.max_grad_norm", max_grad_norm);
@@ -108,14 +117,32 @@ class train_step {
     program_.run();
     loss_type loss{};
     program_.template read_output<0>(std::span<loss_type>(&loss, 1));
-    if (!std::isfinite(double(loss)))
-      throw run_error("luminal: the loss is " + std::string(std::isnan(double(loss)) ? "NaN" : "infinite") +
+    const bool finite = std::isfinite(double(loss));
+    // Every rank applied the same mean: a loss that is not finite anywhere stops them all
+    // alike (every rank asks, whatever its own loss, or the others would wait for it).
+    if (comm_ ? comm_->any(!finite) : !finite)
+      throw run_error("luminal: the loss is " +
+                      (finite ? std::string("not finite on another rank")
+                              : std::string(std::isnan(double(loss)) ? "NaN" : "infinite")) +
                       " at step " + std::to_string(t) +
                       "; the parameters and optimizer state are left as they were before this step");
     store_.swap_buffers();
     step_ = t;
     return loss;
   }
+
+  /// Makes the step data parallel over `comm` (compile_train_step with data_parallel does
+  /// this): the next run() checks that every rank holds the same model and takes rank 0's
+  /// parameters, optimizer state and step count.
+  void set_communicator(communicator& comm) {
+    static_assert(B::host_accessible, "luminal: data_parallel needs a backend with host-accessible memory");
+    static_assert(Program::exchanges, "luminal: this step was not compiled with data_parallel");
+    comm_ = &comm;
+    program_.set_communicator(comm);
+    synchronized_ = false;
+  }
+  /// The communicator of a data-parallel step, or nullptr.
+  communicator* comm() const { return comm_; }
 
   /// Steps taken so far (the optimizer's bias corrections count from it).
   std::int64_t step_count() const { return step_; }
@@ -168,6 +195,7 @@ class train_step {
     if (states == 0) zero_state();
     store_.assign(values);
     step_ = steps;
+    synchronized_ = false;  // a data-parallel step takes rank 0's values again
   }
 
   /// Writes state() to a safetensors file atomically (io/safetensors.hpp).
@@ -193,6 +221,18 @@ class train_step {
     const loss_type v = loss_type(value);
     program_.bind(name, &v, std::span<const index_t>{});
   }
+  /// Refuses ranks whose models differ, then makes every rank's store and step count rank 0's.
+  void synchronize() {
+    std::string description;
+    boost::mp11::mp_for_each<Slots>([&](auto leaf) {
+      const auto& s = store_.at(decltype(leaf)::name.view());
+      description += detail::tensor_line(decltype(leaf)::name.view(), s.dtype, s.shape);
+    });
+    check_same_model(description, *comm_);
+    for (const auto& [name, s] : store_) comm_->broadcast(s.current, s.bytes, 0);
+    comm_->broadcast(&step_, sizeof step_, 0);
+    synchronized_ = true;
+  }
   void zero_state() {
     boost::mp11::mp_for_each<Slots>([&](auto leaf) {
       if constexpr (decltype(leaf)::role == leaf_role::state) store_.zero(decltype(leaf)::name.view());
@@ -203,6 +243,8 @@ class train_step {
   Opt optimizer_;
   parameter_store<B> store_;
   std::int64_t step_ = 0;
+  communicator* comm_ = nullptr;
+  bool synchronized_ = false;
 };
 
 namespace detail {
@@ -212,13 +254,16 @@ constexpr auto tail(std::tuple<E...>) {
       boost::mp11::mp_list<E...>{});
 }
 
-template <class B, retention_policy Policy, gradient_clipping Clipping, class Loss, class Opt, class... P>
-auto build_train_step(Loss loss, Opt opt, boost::mp11::mp_list<P...>) {
+/// Exchange: what happens to the gradients between the backward and the update (nothing,
+/// or their mean over ranks).
+template <class B, retention_policy Policy, gradient_clipping Clipping, class Loss, class Opt, class Exchange,
+          class... P>
+auto build_train_step(Loss loss, Opt opt, Exchange exchange, boost::mp11::mp_list<P...>) {
   static_assert(sizeof...(P) > 0, "luminal: compile_train_step: the loss has no param<> leaves to train");
   using T = value_t<Loss>;
   static_assert((std::is_same_v<value_t<P>, T> && ...),
                 "luminal: compile_train_step: every parameter must have the loss's element type");
-  auto grads = clip_gradients<Clipping>(tail(value_and_grad(loss, P{}...)));
+  auto grads = clip_gradients<Clipping>(exchange(tail(value_and_grad(loss, P{}...))));
   return [&]<std::size_t... J>(std::index_sequence<J...>) {
     auto updates = std::tuple{Opt::update(P{}, std::get<J>(grads))...};
     auto outputs = std::tuple_cat(std::tuple{loss}, std::tuple{std::get<0>(std::get<J>(updates))...},
@@ -242,7 +287,31 @@ template <class B = host, retention_policy Policy = retention_policy::store_all,
 auto compile_train_step(Loss loss, Opt opt) {
   static_assert(shape_t<Loss>::rank == 0, "luminal: compile_train_step needs a scalar loss (reduce it with mean)");
   using params = boost::mp11::mp_filter<detail::is_parameter_leaf, topo_nodes<Loss>>;
-  return detail::build_train_step<B, Policy, Clipping>(loss, std::move(opt), params{});
+  return detail::build_train_step<B, Policy, Clipping>(
+      loss, std::move(opt), [](auto grads) { return grads; }, params{});
+}
+
+/// compile_train_step, data parallel over `parallel.comm`'s ranks: the gradients' mean over
+/// the ranks, exchanged in buckets while the backward runs, feeds the update (and the
+/// clipping), so every rank applies the same update. Each rank binds its own shard of the
+/// batch. The first run() refuses ranks whose models differ (naming the tensor and the
+/// ranks) and makes every rank start from rank 0's parameters and state.
+///
+///     luminal::mpi_communicator comm(MPI_COMM_WORLD);
+///     auto step = compile_train_step(loss, adamw{.lr = 1e-3f}, data_parallel{comm});
+template <class B = host, retention_policy Policy = retention_policy::store_all,
+          gradient_clipping Clipping = gradient_clipping::none, expression Loss, optimizer Opt,
+          std::size_t BucketBytes>
+auto compile_train_step(Loss loss, Opt opt, data_parallel<BucketBytes> parallel) {
+  static_assert(shape_t<Loss>::rank == 0, "luminal: compile_train_step needs a scalar loss (reduce it with mean)");
+  // The backward produces the last layers' gradients first: they fill the first buckets,
+  // and their updates come first in the program, so each bucket travels while the next
+  // bucket's gradients are computed.
+  using params = boost::mp11::mp_reverse<boost::mp11::mp_filter<detail::is_parameter_leaf, topo_nodes<Loss>>>;
+  auto step = detail::build_train_step<B, Policy, Clipping>(
+      loss, std::move(opt), [](auto grads) { return all_reduce_mean<BucketBytes>(grads); }, params{});
+  step.set_communicator(parallel.comm);
+  return step;
 }
 
 }  // namespace luminal

@@ -1,5 +1,6 @@
 # example.fashion_mnist_resume: an interrupted and resumed run of examples/fashion_mnist
-# must reproduce the uninterrupted run's loss and test accuracy exactly.
+# must reproduce the uninterrupted run's loss and test accuracy exactly. With -DMPIEXEC and
+# -DRANKS every run is data parallel under `MPIEXEC -n RANKS` (example.fashion_mnist_mpi_resume).
 #   cmake -DTRAINER=<fashion_mnist> -DDATA_DIR=<fashion-mnist dir> -DWORK_DIR=<dir> -P resume.cmake
 foreach(var TRAINER DATA_DIR WORK_DIR)
   if(NOT DEFINED ${var})
@@ -8,10 +9,14 @@ foreach(var TRAINER DATA_DIR WORK_DIR)
 endforeach()
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
+set(launcher "")
+if(MPIEXEC)
+  set(launcher "${MPIEXEC}" -n ${RANKS})
+endif()
 set(common --model mlp --epochs 3 --limit 4096 --batch-size 64 --seed 7 --data "${DATA_DIR}")
 
 function(train name)
-  execute_process(COMMAND "${TRAINER}" ${common} ${ARGN}
+  execute_process(COMMAND ${launcher} "${TRAINER}" ${common} ${ARGN}
     RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT status EQUAL 0)
     message(FATAL_ERROR "${name} run failed (${status}):\n${out}\n${err}")

@@ -1,7 +1,9 @@
 // Data parallelism over MPI (distributed/mpi.hpp), run by CTest under
-// `mpirun -np 2`: gradients averaged over ranks that each hold half a batch equal the
-// whole batch's gradient; after 20 AdamW steps on different shards every parameter is
-// bit-identical on every rank; models that differ are refused naming the parameter.
+// `mpirun -np 2`, for a compiled training step (compile_train_step with data_parallel) and
+// for named tensors (a tape's): gradients averaged over ranks that each hold half a batch
+// equal the whole batch's gradient; after 20 AdamW steps on different shards every
+// parameter is bit-identical on every rank; models that differ are refused naming the
+// parameter and the ranks.
 // With --rank-1-dies it runs the dying-rank scenario of the mpi.rank_dies test instead.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -17,6 +19,7 @@
 #include <luminal/distributed/mpi.hpp>
 #include <luminal/grad/parameter_optimizer.hpp>
 #include <luminal/luminal.hpp>
+#include <luminal/train.hpp>
 
 using namespace luminal;
 
@@ -64,6 +67,83 @@ void data(unsigned seed, std::size_t rows, xt::xarray<float>& xs, xt::xarray<int
 }
 
 /// A hash of every parameter's bytes, gathered from every rank.
+std::vector<std::uint64_t> hashes(const tensor_store& params, const mpi_communicator& comm);
+
+/// Rows [first, last) of the data as the step's inputs.
+template <class Step>
+void bind_rows(Step& step, const xt::xarray<float>& xs, const xt::xarray<int>& ys, std::size_t first,
+               std::size_t last) {
+  step.bind("x", xt::xarray<float>(xt::view(xs, xt::range(first, last))));
+  step.bind("labels", xt::xarray<int>(xt::view(ys, xt::range(first, last))));
+}
+}  // namespace
+
+TEST_CASE("a compiled data-parallel step on part of a batch per rank takes the whole batch's step") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  xt::xarray<float> xs;
+  xt::xarray<int> ys;
+  const std::size_t per_rank = 16, rows = per_rank * std::size_t(comm.size());
+  data(11, rows, xs, ys);  // the same global batch on every rank
+  // 32-byte buckets: each of the two gradients travels on its own.
+  auto parallel = compile_train_step(loss, sgd{.lr = 1.0f}, data_parallel<32>{comm});
+  auto whole = compile_train_step(loss, sgd{.lr = 1.0f});
+  parallel.store().assign(initial(7));
+  whole.store().assign(initial(7));
+  for (int s = 0; s < 3; ++s) {
+    bind_rows(parallel, xs, ys, per_rank * std::size_t(comm.rank()), per_rank * std::size_t(comm.rank() + 1));
+    bind_rows(whole, xs, ys, 0, rows);
+    parallel.run();
+    whole.run();
+  }
+  for (const char* name : {"fc.weight", "fc.bias"}) {
+    INFO(name);
+    const auto a = parallel.store().get<float>(name), e = whole.store().get<float>(name);
+    for (std::size_t k = 0; k < e.size(); ++k) REQUIRE(a.flat(k) == Approx(e.flat(k)).margin(1e-5));
+  }
+}
+
+TEST_CASE("after 20 steps of a compiled data-parallel step on different shards the ranks' parameters are bit-identical") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  auto step = compile_train_step(loss, adamw{.lr = 1e-2f}, data_parallel{comm});
+  step.store().assign(initial(unsigned(comm.rank()) + 1));  // different on each rank: rank 0's win
+  REQUIRE(hashes(step.store().to_tensors(), comm)[0] != hashes(step.store().to_tensors(), comm)[1]);
+  for (int s = 0; s < 20; ++s) {
+    xt::xarray<float> xs;
+    xt::xarray<int> ys;
+    data(unsigned(1000 * s + comm.rank()), 8, xs, ys);  // each rank its own shard
+    bind_rows(step, xs, ys, 0, 8);
+    step.run();
+  }
+  auto after = hashes(step.store().to_tensors(), comm);
+  for (auto h : after) CHECK(h == after[0]);
+  tensor_store start = initial(1);
+  CHECK(hashes(start, comm)[0] != after[0]);  // the steps did change the parameters
+  REQUIRE(step.step_count() == 20);
+}
+
+TEST_CASE("ranks whose compiled models differ are refused at the first step, naming the parameter and the ranks") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  const auto w4 = param<"fc.weight", f32>(shape<4, 5>);
+  const auto b4 = param<"fc.bias", f32>(shape<4>);
+  const auto other = mean(square(matmul(x, transpose(w4)) + b4));
+  auto check = [&](auto& step, bool has_labels) {
+    xt::xarray<float> xs;
+    xt::xarray<int> ys;
+    data(5, 4, xs, ys);
+    step.bind("x", xs);
+    if (has_labels) step.bind("labels", ys);
+    REQUIRE_THROWS_WITH(step.run(), Catch::Matchers::Contains("rank 0 has 'fc.bias: f32 [3]', rank 1 'fc.bias: f32 [4]'"));
+  };
+  if (comm.rank() == 1) {
+    auto step = compile_train_step(other, sgd{.lr = 0.1f}, data_parallel{comm});
+    check(step, false);
+  } else {
+    auto step = compile_train_step(loss, sgd{.lr = 0.1f}, data_parallel{comm});
+    check(step, true);
+  }
+}
+
+namespace {
 std::vector<std::uint64_t> hashes(const tensor_store& params, const mpi_communicator& comm) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (const auto& [name, e] : params)
@@ -124,8 +204,26 @@ TEST_CASE("ranks whose models differ are refused on every rank, naming the param
   REQUIRE_THROWS_WITH(average_gradients(named, comm), Catch::Matchers::Contains("rank 1 'fc.extra: f32 [3]'"));
 }
 
+TEST_CASE("a parameter_store of gradients (a tape's device_gradients) averages as a tensor_store does") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  tensor_store named = initial(unsigned(comm.rank()) + 5);  // different on each rank
+  parameter_store<> store;
+  store.add_all(named);
+  average_gradients(named, comm, /*bucket_bytes=*/32);
+  average_gradients(store, comm, /*bucket_bytes=*/32);
+  for (const char* name : {"fc.weight", "fc.bias"}) {
+    INFO(name);
+    REQUIRE(bool(store.get<float>(name) == named.get<float>(name)));
+  }
+  auto all = hashes(named, comm);
+  for (auto h : all) CHECK(h == all[0]);  // every rank holds the mean
+}
+
 TEST_CASE("a communicator is the caller's: its rank and size, not a duplicate") {
   mpi_communicator comm(MPI_COMM_WORLD);
+  int level = 0;
+  MPI_Query_thread(&level);
+  REQUIRE(comm.progress_thread() == (level == MPI_THREAD_MULTIPLE && mpi_communicator::progress_thread_wanted()));
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   REQUIRE(comm.rank() == rank);
@@ -133,7 +231,19 @@ TEST_CASE("a communicator is the caller's: its rank and size, not a duplicate") 
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // --thread-single: MPI_THREAD_SINGLE, where a step advances its sums between kernels;
+  // otherwise MPI_THREAD_MULTIPLE with LUMINAL_MPI_PROGRESS_THREAD=1, where the
+  // communicator's progress thread does.
+  const bool single = argc > 1 && std::strcmp(argv[1], "--thread-single") == 0;
+  if (single) {
+    MPI_Init(&argc, &argv);
+    for (int a = 1; a + 1 < argc; ++a) argv[a] = argv[a + 1];
+    --argc;
+  } else {
+    setenv("LUMINAL_MPI_PROGRESS_THREAD", "1", 1);
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  }
   if (argc > 1 && std::strcmp(argv[1], "--rank-1-dies") == 0) {
     // mpi.rank_dies: rank 1 exits in the middle of training; rank 0 waits in the
     // allreduce. MPI's error handling must end the job (CTest checks mpiexec's report).

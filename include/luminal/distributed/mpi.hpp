@@ -1,42 +1,49 @@
-// Data-parallel training over MPI for named tensors (a tape's parameters and gradients):
-// every rank starts from rank 0's parameters, and before each update the gradients are
-// averaged across ranks, so that every rank applies the same update and the parameters
-// stay bit-identical. luminal never initializes MPI: the caller owns MPI_Init, the
-// communicator and MPI_Finalize.
+// The MPI communicator: data-parallel training over the ranks of the caller's MPI_Comm.
+// luminal never initializes MPI: the caller owns MPI_Init, the communicator and
+// MPI_Finalize. Link luminal::mpi.
 //
 //     MPI_Init(&argc, &argv);
 //     luminal::mpi_communicator comm(MPI_COMM_WORLD);
-//     luminal::broadcast_parameters(params, comm);      // checks that the models agree first
-//     for (...) {                                        // each rank: its own shard of the batch
-//       tape<> t(params); ... t.backward(loss);
-//       luminal::average_gradients(t.gradients(), comm);
-//       optimizer.step(params, t.gradients());
-//     }
+//     auto step = compile_train_step(loss, adamw{}, data_parallel{comm});   // a compiled step
+//     luminal::average_gradients(t.gradients(), comm);                      // or a tape's
 //
 // Ranks whose models differ (a parameter's name, element type or shape) are refused on
 // every rank with a message naming the parameter and the ranks. A rank that dies makes
 // the others fail through MPI's error handler (Open MPI's default, MPI_ERRORS_ARE_FATAL,
-// ends the job), not hang. Link luminal::mpi.
+// ends the job: mpirun reports the rank that exited and stops the rest), not hang.
+//
+// The sums of a compiled step are nonblocking (MPI_Iallreduce): the step starts a bucket's
+// sum as soon as its gradients exist and waits only where the update needs it. Open MPI
+// advances a nonblocking collective only inside MPI calls, so the step calls MPI_Test
+// between kernels (every call comes from the thread that runs the step: MPI_THREAD_SINGLE
+// suffices). With LUMINAL_MPI_PROGRESS_THREAD=1 in the environment and MPI initialized
+// with MPI_THREAD_MULTIPLE, a thread of the communicator calls MPI_Test instead while sums
+// are in flight, sleeping between calls: for kernels long enough to hold a sum back. On
+// the 2-core machine of benchmarks/README.md the kernels' own calls hid as much, and the
+// thread took time from them; it is off by default.
 #pragma once
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdint>
-#include <stdexcept>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "../io/tensor_store.hpp"
+#include "data_parallel.hpp"
 
 namespace luminal {
 
-/// An MPI failure, or ranks that do not agree (thrown on every rank alike).
-class distributed_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 /// The caller's communicator (not duplicated, not freed). MPI must be initialized.
-class mpi_communicator {
+class mpi_communicator final : public communicator {
  public:
   explicit mpi_communicator(MPI_Comm comm) : comm_(comm) {
     int initialized = 0;
@@ -46,10 +53,95 @@ class mpi_communicator {
                               "(luminal never initializes MPI itself)");
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    const bool wanted = progress_thread_wanted();
+    if (level == MPI_THREAD_MULTIPLE && size_ > 1 && wanted) progress_thread_ = std::thread([this] { progress_loop(); });
   }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  mpi_communicator(const mpi_communicator&) = delete;
+  mpi_communicator& operator=(const mpi_communicator&) = delete;
+  ~mpi_communicator() override {
+    if (progress_thread_.joinable()) {
+      {
+        std::lock_guard lock(mutex_);
+        stop_ = true;
+      }
+      wake_.notify_one();
+      progress_thread_.join();
+    }
+    for (MPI_Request& r : requests_)
+      if (r != MPI_REQUEST_NULL) MPI_Wait(&r, MPI_STATUS_IGNORE);  // never leave a sum writing into freed memory
+  }
+
+  /// Whether a thread of this communicator advances sums in flight (MPI_THREAD_MULTIPLE).
+  bool progress_thread() const { return progress_thread_.joinable(); }
+  /// Whether the environment asks for the progress thread (LUMINAL_MPI_PROGRESS_THREAD=1).
+  static bool progress_thread_wanted() {
+    const char* knob = std::getenv("LUMINAL_MPI_PROGRESS_THREAD");
+    return knob != nullptr && std::string_view(knob) == "1";
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   MPI_Comm get() const { return comm_; }
+
+  std::uint64_t start_sum(void* data, std::size_t count, dtype_tag type) override {
+    if (count > std::size_t(INT_MAX))
+      throw distributed_error("luminal: a sum of " + std::to_string(count) + " elements exceeds MPI's int count");
+    if (type != dtype_tag::f32 && type != dtype_tag::f64 && type != dtype_tag::i32)
+      throw distributed_error("luminal: sums over ranks take f32, f64 or i32, not " + std::string(dtype_name(type)));
+    const MPI_Datatype t = type == dtype_tag::f32 ? MPI_FLOAT : type == dtype_tag::f64 ? MPI_DOUBLE : MPI_INT;
+    std::unique_lock lock(mutex_);
+    std::size_t slot = 0;
+    while (slot < claimed_.size() && claimed_[slot]) ++slot;
+    if (slot == claimed_.size()) requests_.push_back(MPI_REQUEST_NULL), claimed_.push_back(false);
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), t, MPI_SUM, comm_, &requests_[slot]), "MPI_Iallreduce");
+    claimed_[slot] = true;  // until wait(): a request that MPI_Test completed keeps its handle
+    lock.unlock();
+    wake_.notify_one();
+    return slot;
+  }
+  void progress() override {
+    if (progress_thread()) return;  // it calls MPI_Test itself
+    for (MPI_Request& r : requests_)
+      if (r != MPI_REQUEST_NULL) {
+        int done = 0;
+        check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");  // sets a completed request to NULL
+      }
+  }
+  void wait(std::uint64_t handle) override {
+    if (handle >= claimed_.size() || !claimed_[handle])
+      throw distributed_error("luminal: mpi_communicator::wait: no sum in flight has handle " + std::to_string(handle));
+    std::lock_guard lock(mutex_);
+    check(MPI_Wait(&requests_[handle], MPI_STATUS_IGNORE), "MPI_Wait");
+    claimed_[handle] = false;
+  }
+  void broadcast(void* data, std::size_t bytes, int root) override {
+    auto* p = static_cast<char*>(data);
+    for (std::size_t at = 0; at < bytes; at += std::size_t(INT_MAX))
+      check(MPI_Bcast(p + at, int(std::min<std::size_t>(bytes - at, INT_MAX)), MPI_BYTE, root, comm_), "MPI_Bcast");
+  }
+  std::vector<std::string> all_gather(const std::string& text) override {
+    if (text.size() > std::size_t(INT_MAX)) throw distributed_error("luminal: all_gather: the text is too long");
+    const int length = int(text.size());
+    std::vector<int> lengths(static_cast<std::size_t>(size_)), offsets(lengths.size());
+    check(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+    long long total = 0;
+    for (std::size_t r = 0; r < lengths.size(); ++r) offsets[r] = int(total), total += lengths[r];
+    if (total > INT_MAX) throw distributed_error("luminal: all_gather: the ranks' texts are too long together");
+    std::string all(std::size_t(total), '\0');
+    check(MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm_),
+          "MPI_Allgatherv");
+    std::vector<std::string> out;
+    for (std::size_t r = 0; r < lengths.size(); ++r)
+      out.push_back(all.substr(std::size_t(offsets[r]), std::size_t(lengths[r])));
+    return out;
+  }
+  bool any(bool flag) override {
+    int mine = flag ? 1 : 0, result = 0;
+    check(MPI_Allreduce(&mine, &result, 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+    return result != 0;
+  }
 
   /// Throws distributed_error naming `what` when an MPI call did not succeed.
   static void check(int code, const char* what) {
@@ -61,117 +153,63 @@ class mpi_communicator {
   }
 
  private:
+  /// While sums are in flight: MPI_Test on each, then a short sleep (the compute threads
+  /// keep the cores); otherwise asleep until start_sum() wakes it.
+  void progress_loop() {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      bool in_flight = false;
+      for (MPI_Request& r : requests_)
+        if (r != MPI_REQUEST_NULL) {
+          int done = 0;
+          MPI_Test(&r, &done, MPI_STATUS_IGNORE);  // an error ends the job (MPI_ERRORS_ARE_FATAL)
+          in_flight = in_flight || !done;
+        }
+      if (!in_flight) {
+        wake_.wait(lock);
+        continue;
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      lock.lock();
+    }
+  }
+
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  std::vector<MPI_Request> requests_;  // by handle; MPI_REQUEST_NULL once complete
+  std::vector<bool> claimed_;          // by handle: started and not yet waited for
+  std::mutex mutex_;                   // guards requests_ and claimed_ against the progress thread
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread progress_thread_;
 };
 
-namespace detail {
-/// "name: f32 [2, 3]" for every entry, one a line: what the ranks must agree on.
-inline std::string describe_entries(const tensor_store& store) {
-  std::string out;
-  for (const auto& [name, e] : store) {
-    out += name + ": " + std::string(dtype_name(e.dtype)) + " [";
-    for (std::size_t k = 0; k < e.shape.size(); ++k) out += (k ? ", " : "") + std::to_string(e.shape[k]);
-    out += "]\n";
-  }
-  return out;
-}
-
-/// Every rank's `text`, gathered on every rank.
-inline std::vector<std::string> all_gather_text(const std::string& text, const mpi_communicator& comm) {
-  const int length = int(text.size());
-  std::vector<int> lengths(std::size_t(comm.size())), offsets(std::size_t(comm.size()));
-  mpi_communicator::check(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm.get()), "MPI_Allgather");
-  int total = 0;
-  for (std::size_t r = 0; r < lengths.size(); ++r) offsets[r] = total, total += lengths[r];
-  std::string all(std::size_t(total), '\0');
-  mpi_communicator::check(MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
-                                         MPI_CHAR, comm.get()),
-                          "MPI_Allgatherv");
-  std::vector<std::string> out;
-  for (std::size_t r = 0; r < lengths.size(); ++r) out.push_back(all.substr(std::size_t(offsets[r]), std::size_t(lengths[r])));
-  return out;
-}
-
-/// The first line where two descriptions differ ("(none)" past the end of one).
-inline std::pair<std::string, std::string> first_difference(const std::string& a, const std::string& b) {
-  std::size_t i = 0, j = 0;
-  while (true) {
-    const std::size_t ei = a.find('\n', i), ej = b.find('\n', j);
-    const std::string la = ei == std::string::npos ? "(none)" : a.substr(i, ei - i);
-    const std::string lb = ej == std::string::npos ? "(none)" : b.substr(j, ej - j);
-    if (la != lb) return {la, lb};
-    i = ei + 1, j = ej + 1;
-  }
-}
-}  // namespace detail
-
-/// Checks that every rank holds the same parameter names, element types and shapes;
-/// otherwise throws distributed_error on every rank, naming the first parameter that
-/// differs and the ranks: "rank 0 has 'fc.weight: f32 [4, 3]', rank 1 'fc.weight: f32 [5, 3]'".
-inline void check_same_parameters(const tensor_store& store, const mpi_communicator& comm) {
-  const auto all = detail::all_gather_text(detail::describe_entries(store), comm);
-  for (std::size_t r = 1; r < all.size(); ++r)
-    if (all[r] != all[0]) {
-      auto [mine, theirs] = detail::first_difference(all[0], all[r]);
-      throw distributed_error("luminal: the ranks' models differ: rank 0 has '" + mine + "', rank " + std::to_string(r) +
-                              " '" + theirs + "' (every rank must build the same model)");
+/// Runs `body(comm)` on MPI_COMM_WORLD between MPI_Init_thread (MPI_THREAD_MULTIPLE when
+/// the progress thread is asked for) and MPI_Finalize, for a program's
+/// main(): an exception on one of several ranks is printed with its rank and ends the job
+/// (MPI_Abort), since the other ranks would wait for that rank forever. Returns body's
+/// result, or 1 after an exception.
+///
+///     if (luminal::mpirun_ranks() > 0)
+///       return luminal::run_on_mpi_world(argc, argv, "trainer", [&](luminal::communicator& comm) { ... });
+template <class Body>
+int run_on_mpi_world(int& argc, char**& argv, const char* program, Body body) {
+  int provided = 0;
+  const int level = mpi_communicator::progress_thread_wanted() ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, level, &provided);
+  int code = 1;
+  {
+    mpi_communicator comm(MPI_COMM_WORLD);
+    try {
+      code = body(static_cast<communicator&>(comm));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "\n%s: error on rank %d: %s\n", program, comm.rank(), e.what());
+      if (comm.size() > 1) MPI_Abort(MPI_COMM_WORLD, 1);
     }
-}
-
-/// Makes every rank's parameters rank `root`'s (after check_same_parameters).
-inline void broadcast_parameters(tensor_store& store, const mpi_communicator& comm, int root = 0) {
-  check_same_parameters(store, comm);
-  for (const std::string& name : store.names()) {
-    auto& e = store.at(name);
-    mpi_communicator::check(MPI_Bcast(e.data.data(), int(e.data.size()), MPI_BYTE, root, comm.get()), "MPI_Bcast");
   }
-}
-
-/// Replaces every f32 and f64 gradient with its mean over the ranks, in place. Gradients
-/// travel in buckets of about `bucket_bytes` (one allreduce per bucket, not per tensor,
-/// as PyTorch DDP's 25 MB buckets). Every rank must hold the same names and shapes
-/// (checked: see check_same_parameters).
-inline void average_gradients(tensor_store& gradients, const mpi_communicator& comm,
-                              std::size_t bucket_bytes = std::size_t(25) << 20) {
-  check_same_parameters(gradients, comm);
-  if (comm.size() == 1) return;
-  for (dtype_tag type : {dtype_tag::f32, dtype_tag::f64}) {
-    const std::size_t width = dtype_size(type);
-    std::vector<std::byte> bucket;
-    std::vector<tensor_store::entry*> members;
-    auto flush = [&] {
-      if (members.empty()) return;
-      const int count = int(bucket.size() / width);
-      mpi_communicator::check(MPI_Allreduce(MPI_IN_PLACE, bucket.data(), count,
-                                            type == dtype_tag::f32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, comm.get()),
-                              "MPI_Allreduce");
-      std::size_t at = 0;
-      for (tensor_store::entry* e : members) {
-        const std::size_t n = e->data.size() / width;
-        if (type == dtype_tag::f32) {
-          const auto* sum = reinterpret_cast<const float*>(bucket.data() + at);
-          auto* out = reinterpret_cast<float*>(e->data.data());
-          for (std::size_t k = 0; k < n; ++k) out[k] = sum[k] / float(comm.size());
-        } else {
-          const auto* sum = reinterpret_cast<const double*>(bucket.data() + at);
-          auto* out = reinterpret_cast<double*>(e->data.data());
-          for (std::size_t k = 0; k < n; ++k) out[k] = sum[k] / double(comm.size());
-        }
-        at += e->data.size();
-      }
-      bucket.clear();
-      members.clear();
-    };
-    for (const std::string& name : gradients.names()) {
-      auto& e = gradients.at(name);
-      if (e.dtype != type) continue;
-      bucket.insert(bucket.end(), e.data.begin(), e.data.end());
-      members.push_back(&e);
-      if (bucket.size() >= bucket_bytes) flush();
-    }
-    flush();
-  }
+  MPI_Finalize();
+  return code;
 }
 
 }  // namespace luminal

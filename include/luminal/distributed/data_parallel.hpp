@@ -1,0 +1,153 @@
+// Data parallelism for named tensors (a tape's parameters and gradients) over any
+// communicator: every rank starts from rank 0's parameters, and before each update the
+// gradients are averaged across ranks, so that every rank applies the same update and the
+// parameters stay bit-identical. (A compiled training step does this itself: see
+// compile_train_step with data_parallel.)
+//
+//     luminal::mpi_communicator comm(MPI_COMM_WORLD);    // distributed/mpi.hpp
+//     luminal::broadcast_parameters(params, comm);       // checks that the models agree first
+//     for (...) {                                         // each rank: its own shard of the batch
+//       tape<> t(params); ... t.backward(loss);
+//       luminal::average_gradients(t.gradients(), comm);
+//       optimizer.step(params, t.gradients());
+//     }
+//
+// A tape whose gradients live in the backend's memory (device_gradients(), a
+// parameter_store) averages them the same way: average_gradients(t.device_gradients(), comm).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "../io/tensor_store.hpp"
+#include "../parameter_store.hpp"
+#include "communicator.hpp"
+
+namespace luminal {
+
+/// `value` summed over the ranks (a loss or a count of correct predictions).
+inline double sum_over_ranks(communicator& comm, double value) {
+  comm.wait(comm.start_sum(&value, 1, dtype_tag::f64));
+  return value;
+}
+
+/// How many processes mpirun started, from the environment its launcher sets (Open MPI,
+/// MPICH, PMIx), or 0 when this process was not started by mpirun: a program can then
+/// initialize MPI only when it runs under mpirun.
+inline int mpirun_ranks() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  return 0;
+}
+
+namespace detail {
+/// One line per tensor ("name: f32 [2, 3]"): what the ranks must agree on.
+inline std::string describe_entries(const tensor_store& store) {
+  std::string out;
+  for (const auto& [name, e] : store) out += tensor_line(name, e.dtype, e.shape);
+  return out;
+}
+}  // namespace detail
+
+/// Checks that every rank holds the same tensor names, element types and shapes; otherwise
+/// throws distributed_error on every rank, naming the first tensor that differs and the
+/// ranks: "rank 0 has 'fc.weight: f32 [4, 3]', rank 1 'fc.weight: f32 [5, 3]'".
+inline void check_same_parameters(const tensor_store& store, communicator& comm) {
+  check_same_model(detail::describe_entries(store), comm);
+}
+
+/// Makes every rank's tensors rank `root`'s (after check_same_parameters).
+inline void broadcast_parameters(tensor_store& store, communicator& comm, int root = 0) {
+  check_same_parameters(store, comm);
+  for (const std::string& name : store.names()) {
+    auto& e = store.at(name);
+    comm.broadcast(e.data.data(), e.data.size(), root);
+  }
+}
+
+/// Replaces every f32 and f64 tensor with its mean over the ranks, in place. Tensors travel
+/// in buckets of about `bucket_bytes` (one sum per bucket, not per tensor, as PyTorch DDP's
+/// 25 MB buckets). Every rank must hold the same names and shapes (checked).
+inline void average_gradients(tensor_store& gradients, communicator& comm,
+                              std::size_t bucket_bytes = std::size_t(25) << 20) {
+  // Checked every call (one small gather): a rank whose tensors changed alone must be
+  // refused, not left waiting in a sum the others never start.
+  check_same_parameters(gradients, comm);
+  if (comm.size() == 1) return;
+  for (dtype_tag type : {dtype_tag::f32, dtype_tag::f64}) {
+    const std::size_t width = dtype_size(type);
+    std::vector<std::byte> bucket;
+    std::vector<tensor_store::entry*> members;
+    auto flush = [&] {
+      if (members.empty()) return;
+      comm.wait(comm.start_sum(bucket.data(), bucket.size() / width, type));
+      std::size_t at = 0;
+      for (tensor_store::entry* e : members) {
+        const std::size_t n = e->data.size() / width;
+        if (type == dtype_tag::f32) {
+          const auto* sum = reinterpret_cast<const float*>(bucket.data() + at);
+          auto* out = reinterpret_cast<float*>(e->data.data());
+          for (std::size_t k = 0; k < n; ++k) out[k] = sum[k] / float(comm.size());
+        } else {
+          const auto* sum = reinterpret_cast<const double*>(bucket.data() + at);
+          auto* out = reinterpret_cast<double*>(e->data.data());
+          for (std::size_t k = 0; k < n; ++k) out[k] = sum[k] / double(comm.size());
+        }
+        at += e->data.size();
+      }
+      bucket.clear();
+      members.clear();
+    };
+    for (const std::string& name : gradients.names()) {
+      auto& e = gradients.at(name);
+      if (e.dtype != type) continue;
+      bucket.insert(bucket.end(), e.data.begin(), e.data.end());
+      members.push_back(&e);
+      if (bucket.size() >= bucket_bytes) flush();
+    }
+    flush();
+  }
+}
+
+/// The parameter_store form, for a tape's device_gradients(): every f32 and f64 tensor
+/// replaced with its mean over the ranks. The sums run on host copies (through the
+/// backend's transfers on a GPU), in buckets of about `bucket_bytes`.
+template <class B>
+void average_gradients(parameter_store<B>& gradients, communicator& comm,
+                       std::size_t bucket_bytes = std::size_t(25) << 20) {
+  std::string description;
+  for (const auto& [name, s] : gradients) description += detail::tensor_line(name, s.dtype, s.shape);
+  check_same_model(description, comm);  // every call, as for a tensor_store
+  if (comm.size() == 1) return;
+  auto mean_of = [&]<class T>(std::type_identity<T>) {
+    std::vector<T> bucket;
+    std::vector<std::pair<std::string, std::size_t>> members;  // name, element count
+    auto flush = [&] {
+      if (members.empty()) return;
+      comm.wait(comm.start_sum(bucket.data(), bucket.size(), dtype_of<T>()));
+      std::size_t at = 0;
+      for (const auto& [name, count] : members) {
+        xt::xarray<T> mean = gradients.template get<T>(name);
+        for (std::size_t k = 0; k < count; ++k) mean.flat(k) = bucket[at + k] / T(comm.size());
+        gradients.set(name, mean);
+        at += count;
+      }
+      bucket.clear();
+      members.clear();
+    };
+    for (const auto& [name, s] : gradients) {
+      if (s.dtype != dtype_of<T>()) continue;
+      const xt::xarray<T> values = gradients.template get<T>(name);
+      bucket.insert(bucket.end(), values.begin(), values.end());
+      members.emplace_back(name, values.size());
+      if (bucket.size() * sizeof(T) >= bucket_bytes) flush();
+    }
+    flush();
+  };
+  mean_of(std::type_identity<float>{});
+  mean_of(std::type_identity<double>{});
+}
+
+}  // namespace luminal
