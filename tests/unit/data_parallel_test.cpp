@@ -190,27 +190,22 @@ TEST_CASE("data parallel: a loss that is not finite on another rank stops this r
 }
 
 TEST_CASE("a program with exchange nodes refuses to run without a communicator", "[data_parallel]") {
+  auto bind_all = [](auto& p) {
+    p.bind("x", arr(test::random_array<float>({5, 6}, 1)));
+    p.bind("y", arr(test::random_array<float>({5, 3}, 2)));
+    const tensor_store values = initial_values();
+    for (const std::string& name : values.names()) p.bind(name, values.get<float>(name));
+  };
   auto [dw2] = std::apply([](auto, auto... g) { return std::tuple{g...}; }, value_and_grad(loss, w2));
   auto prog = compile(std::get<0>(all_reduce_mean<1024>(std::tuple{dw2})));
   STATIC_REQUIRE(decltype(prog)::exchanges);
-  prog.bind("x", arr(test::random_array<float>({5, 6}, 1)));
-  prog.bind("y", arr(test::random_array<float>({5, 3}, 2)));
-  prog.bind("w1", arr(test::random_array<float>({8, 6}, 1)));
-  prog.bind("b1", arr(test::random_array<float>({8}, 2)));
-  prog.bind("w2", arr(test::random_array<float>({3, 8}, 3)));
-  prog.bind("b2", arr(test::random_array<float>({3}, 4)));
+  bind_all(prog);
   REQUIRE_THROWS_WITH(prog.run(), Catch::Matchers::Contains("set_communicator()"));
   local_communicator comm;
   prog.set_communicator(comm);
   prog.run();
-  auto [plain_dw2] = std::apply([](auto, auto... g) { return std::tuple{g...}; }, value_and_grad(loss, w2));
-  auto reference = compile(plain_dw2);
-  reference.bind("x", arr(test::random_array<float>({5, 6}, 1)));
-  reference.bind("y", arr(test::random_array<float>({5, 3}, 2)));
-  reference.bind("w1", arr(test::random_array<float>({8, 6}, 1)));
-  reference.bind("b1", arr(test::random_array<float>({8}, 2)));
-  reference.bind("w2", arr(test::random_array<float>({3, 8}, 3)));
-  reference.bind("b2", arr(test::random_array<float>({3}, 4)));
+  auto reference = compile(dw2);
+  bind_all(reference);
   reference.run();
   REQUIRE(bool(prog.output<0>() == reference.output<0>()));
 }
