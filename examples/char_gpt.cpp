@@ -50,7 +50,7 @@ struct options {
   std::uint64_t seed = 1;
   std::string corpus = "/usr/share/games/fortunes";
   std::string checkpoint, csv, prompt = "\n";
-  bool resume = false;
+  bool resume = false, recompute = false;
   int sample = 300;
   double temperature = 0.8;
 };
@@ -61,7 +61,7 @@ struct options {
             << " [--layers L] [--width 128|256] [--heads 4] [--context T] [--batch B]\n"
                "       [--steps N | --minutes M] [--lr LR] [--weight-decay WD] [--eval-every N]\n"
                "       [--corpus DIR|FILE] [--checkpoint FILE [--resume]] [--csv FILE] [--seed S]\n"
-               "       [--sample CHARS] [--temperature T] [--prompt TEXT]\n\n"
+               "       [--sample CHARS] [--temperature T] [--prompt TEXT] [--recompute-layers]\n\n"
                "  --layers       transformer blocks (any number: run time, one compiled block)\n"
                "  --width        model width: 128 or 256 (compiled in), with --heads 4 (heads of width/4)\n"
                "  --context      training sequence length, at most 256 (default 64)\n"
@@ -71,7 +71,9 @@ struct options {
                "  --checkpoint   save parameters + optimizer state here at every evaluation (atomic)\n"
                "  --resume       continue from --checkpoint\n"
                "  --csv          write the curve: step, seconds, tokens, train loss, validation loss\n"
-               "  --sample       characters of text to sample at the end (0: none)\n";
+               "  --sample       characters of text to sample at the end (0: none)\n"
+               "  --recompute-layers  keep only each layer's input on the tape and run its forward again in\n"
+               "                 the backward (tape::checkpoint): less memory, one more forward per step\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -103,6 +105,7 @@ options parse(int argc, char** argv) {
     else if (a == "--corpus") o.corpus = value();
     else if (a == "--checkpoint") o.checkpoint = value();
     else if (a == "--resume") o.resume = true;
+    else if (a == "--recompute-layers") o.recompute = true;
     else if (a == "--csv") o.csv = value();
     else if (a == "--sample") number(o.sample);
     else if (a == "--temperature") number(o.temperature);
@@ -186,6 +189,7 @@ int run(const options& opt, communicator& comm) {
   const double entropy = unigram_entropy(train_text);
 
   nn::GPT<vocab, Width, Heads, max_context> gpt(opt.layers);
+  gpt.recompute_layers(opt.recompute);
   tensor_store params = gpt.initial_parameters(opt.seed);
   std::size_t parameter_count = 0;
   for (const auto& [name, e] : params) parameter_count += e.element_count();
@@ -252,6 +256,9 @@ int run(const options& opt, communicator& comm) {
     sample_batch(train_text, local_batch, opt.context, rng, tokens, targets);
     t.clear();
     auto loss = gpt.loss(t, tokens, targets);
+    if (lead && step == first)  // what the recording holds for the backward (--recompute-layers)
+      std::printf("the tape holds %.1f MB of values for the backward%s\n", double(t.held_bytes()) / 1e6,
+                  opt.recompute ? " (layers recomputed)" : "");
     t.backward(loss);
     if (ranks > 1) average_gradients(t.gradients(), comm);
     optimizer.step(params, t.gradients());
@@ -309,18 +316,11 @@ int main(int argc, char** argv) {
   if (opt.heads != 4) usage(argv[0], "--heads: this build has 4 heads compiled in");
   if (opt.width != 128 && opt.width != 256) usage(argv[0], "--width: this build has widths 128 and 256 compiled in");
   auto train = [&](communicator& comm) { return opt.width == 128 ? run<128, 4>(opt, comm) : run<256, 4>(opt, comm); };
-  if (mpirun_ranks() > 0) {
 #ifdef LUMINAL_EXAMPLE_MPI
-    return run_on_mpi_world(argc, argv, "char_gpt", train);
-#else
-    if (mpirun_ranks() > 1) {
-      std::cerr << "char_gpt: started by mpirun on " << mpirun_ranks()
-                << " ranks, but built without MPI (install libopenmpi-dev and reconfigure)\n";
-      return 1;
-    }
+  if (mpirun_ranks() > 0) return run_on_mpi_world(argc, argv, "char_gpt", train);
 #endif
-  }
   try {
+    refuse_mpirun_without_mpi("char_gpt");
     local_communicator comm;
     return train(comm);
   } catch (const std::exception& e) {

@@ -235,6 +235,10 @@ class block final : public block_interface<B> {
     std::vector<int> slots;
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<kept_count>>([&](auto K) {
       using T = typename boost::mp11::mp_at_c<kept, K>::value_type;
+      if (K >= output_count && record.checkpointed) {  // run_backward computes it again
+        slots.push_back(-1);
+        return;
+      }
       int id = recording.new_slot(dtype_of<T>(), forward_.template output_shape<K>(), requires_grad);
       recording.copy_into(id, forward_.template output_data<K>());
       slots.push_back(id);
@@ -246,6 +250,10 @@ class block final : public block_interface<B> {
   /// parameters' gradients into the tape, on the device.
   void run_backward(tape<B>& recording, std::size_t call) override {
     const auto& record = recording.record_at(call);
+    if (record.checkpointed) {  // the activations were not kept: compute them again
+      bind_leaves(forward_, recording, record);
+      forward_.run();
+    }
     bind_leaves(backward_, recording, record);
     backward_.run();
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<differentiated>::value>>([&](auto J) {
@@ -275,6 +283,10 @@ class block final : public block_interface<B> {
         constexpr std::size_t k = std::size_t(name[name.size() - 3] - '0') * 100 +
                                   std::size_t(name[name.size() - 2] - '0') * 10 + std::size_t(name[name.size() - 1] - '0');
         const int id = record.kept[k];
+        if (id < 0) {  // a checkpointed call's activation: the forward program just computed it
+          bind_recomputed<k>(prog, name);
+          return;
+        }
         const void* data = name.starts_with("tape.saved.") ? recording.slot_at(id).value.data
                                                             : recording.cotangent_or_zeros(id);
         prog.bind_device(name, static_cast<const T*>(data), recording.slot_at(id).shape);
@@ -297,6 +309,15 @@ class block final : public block_interface<B> {
         prog.bind_device(name, static_cast<const T*>(s.value.data), s.shape);
       }
     });
+  }
+
+  /// Binds leaf `name` of the backward program to kept value K in the forward program's
+  /// output buffer, valid until the forward program runs again.
+  template <std::size_t K, class Program>
+  void bind_recomputed(Program& prog, std::string_view name) {
+    if constexpr (K < kept_count) {
+      prog.bind_device(name, forward_.template output_data<K>(), forward_.template output_shape<K>());
+    }
   }
 
   forward_program forward_;

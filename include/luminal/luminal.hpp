@@ -16,11 +16,13 @@
 #include <xtensor/xarray.hpp>
 
 #include "dot.hpp"
+#include "grad/forward.hpp"
 #include "grad/reverse.hpp"
 #include "ops/binary.hpp"
 #include "ops/cast.hpp"
 #include "ops/composite.hpp"
 #include "ops/concat.hpp"
+#include "ops/custom.hpp"
 #include "ops/expand.hpp"
 #include "ops/gather.hpp"
 #include "ops/iota.hpp"

@@ -92,29 +92,21 @@ class tape {
   /// of several outputs, a std::array of them).
   template <class Block>
   auto call(Block& blk, std::string_view prefix, std::initializer_list<argument> inputs) {
-    call_record record{&blk, std::string(prefix), {}, {}};
-    for (const argument& a : inputs) {
-      require_tensor(a.value, "an input of the call");
-      if (record.argument(a.name) >= 0)
-        throw input_error("luminal: the call of block '" + std::string(Block::prefix()) + "' passes '" +
-                          std::string(a.name) + "' twice");
-      record.inputs.emplace_back(std::string(a.name), a.value.id);
-    }
-    records_.push_back(std::move(record));
-    try {
-      records_.back().kept = blk.run_forward(*this, records_.size() - 1);
-    } catch (...) {
-      records_.pop_back();
-      throw;
-    }
-    const auto& kept = records_.back().kept;
-    if constexpr (Block::output_count == 1) {
-      return tensor{kept[0]};
-    } else {
-      std::array<tensor, Block::output_count> outputs;
-      for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k] = tensor{kept[k]};
-      return outputs;
-    }
+    return record_call(blk, prefix, inputs, false);
+  }
+
+  /// As call(), but the tape keeps only the block's outputs, not the activations its
+  /// backward reads: backward() runs the block's forward again from the call's inputs
+  /// (which the tape holds anyway) just before its backward, as
+  /// torch.utils.checkpoint does. A stack of checkpointed layers then holds each layer's
+  /// input and output plus one layer's activations at a time, for one more forward per
+  /// layer. The block must compute the same values when run again (it does: blocks have
+  /// no state, and a dropout mask is a function of the seed input the call binds).
+  ///
+  ///     for (int i = 0; i < depth; ++i) h = t.checkpoint(*layer, "h." + std::to_string(i), {{"x", h}});
+  template <class Block>
+  auto checkpoint(Block& blk, std::string_view prefix, std::initializer_list<argument> inputs) {
+    return record_call(blk, prefix, inputs, true);
   }
 
   /// The value as an xtensor array (a copy, from the device on a GPU).
@@ -241,7 +233,8 @@ class tape {
     block_interface<B>* block = nullptr;
     std::string prefix;
     std::vector<std::pair<std::string, int>> inputs;
-    std::vector<int> kept;  // the block's outputs, then what its backward reads
+    std::vector<int> kept;  // the block's outputs, then what its backward reads (-1: not kept)
+    bool checkpointed = false;  // recorded by checkpoint(): backward runs the forward again
     int argument(std::string_view name) const {
       for (const auto& [n, id] : inputs)
         if (n == name) return id;
@@ -408,6 +401,33 @@ class tape {
     xt::xarray<T, xt::layout_type::row_major> contiguous = value;
     backend_.to_device(slots_[std::size_t(id)].value.data, contiguous.data(), contiguous.size() * sizeof(T));
     return tensor{id};
+  }
+
+  template <class Block>
+  auto record_call(Block& blk, std::string_view prefix, std::initializer_list<argument> inputs, bool checkpointed) {
+    call_record record{&blk, std::string(prefix), {}, {}, checkpointed};
+    for (const argument& a : inputs) {
+      require_tensor(a.value, "an input of the call");
+      if (record.argument(a.name) >= 0)
+        throw input_error("luminal: the call of block '" + std::string(Block::prefix()) + "' passes '" +
+                          std::string(a.name) + "' twice");
+      record.inputs.emplace_back(std::string(a.name), a.value.id);
+    }
+    records_.push_back(std::move(record));
+    try {
+      records_.back().kept = blk.run_forward(*this, records_.size() - 1);
+    } catch (...) {
+      records_.pop_back();
+      throw;
+    }
+    const auto& kept = records_.back().kept;
+    if constexpr (Block::output_count == 1) {
+      return tensor{kept[0]};
+    } else {
+      std::array<tensor, Block::output_count> outputs;
+      for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k] = tensor{kept[k]};
+      return outputs;
+    }
   }
 
   B backend_;

@@ -32,15 +32,19 @@ using namespace luminal;
 inline constexpr double rtol = 1e-4;
 inline constexpr double atol = 1e-5;
 
-/// The fixture files: make_grad_fixtures.py's, and make_parity_fixtures.py's (issue 17's ops
-/// and edge semantics, from torch 2.x).
+/// The fixture files: make_grad_fixtures.py's, make_parity_fixtures.py's (issue 17's ops
+/// and edge semantics, from torch 2.x) and make_forward_fixtures.py's (issue 19's jvp and
+/// hvp, from torch 2.x; see grad_forward_fixtures.hpp).
 inline const std::string grad_file = "grad_fixtures.json";
 inline const std::string parity_file = "parity_fixtures.json";
+inline const std::string forward_file = "forward_fixtures.json";
 
 inline std::string fixture_path(const std::string& file) { return (test::fixture_dir() / file).string(); }
 inline std::string regenerate(const std::string& file) {
-  return " (regenerate it with tests/fixtures/" +
-         (file == grad_file ? std::string("make_grad_fixtures.py") : std::string("make_parity_fixtures.py")) + ")";
+  const std::string script = file == grad_file     ? "make_grad_fixtures.py"
+                             : file == forward_file ? "make_forward_fixtures.py"
+                                                    : "make_parity_fixtures.py";
+  return " (regenerate it with tests/fixtures/" + script + ")";
 }
 
 struct fixture_file {

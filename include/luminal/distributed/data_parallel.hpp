@@ -42,6 +42,16 @@ inline int mpirun_ranks() {
   return 0;
 }
 
+/// For a program built without MPI: refuses to run when mpirun started it on several
+/// ranks, where each rank would otherwise train alone on all the data. One rank is fine.
+///     if (mpirun_ranks() > 0) return run_on_mpi_world(...);   // only where MPI is built in
+///     refuse_mpirun_without_mpi("char_gpt");
+inline void refuse_mpirun_without_mpi(std::string_view program) {
+  if (const int ranks = mpirun_ranks(); ranks > 1)
+    throw distributed_error(std::string(program) + ": started by mpirun on " + std::to_string(ranks) +
+                            " ranks, but built without MPI (install libopenmpi-dev and reconfigure)");
+}
+
 namespace detail {
 /// One line per tensor ("name: f32 [2, 3]"): what the ranks must agree on.
 inline std::string describe_entries(const tensor_store& store) {

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "../graph.hpp"
+#include "../ops/custom.hpp"
 #include "rules.hpp"
 
 namespace luminal {
@@ -29,6 +30,41 @@ inline constexpr auto add_cotangents = [](auto a, auto b) {
 struct edge {
   int parent = -1, position = -1;
 };
+
+/// The children a node passes cotangents to: its children, or a custom op's inputs.
+inline constexpr int max_custom_inputs = 8;
+struct gradient_row {
+  int count = 0;
+  std::array<int, max_custom_inputs> ids{};
+};
+template <class Nodes, class N, class... X>
+constexpr void set_custom_row(gradient_row& row, boost::mp11::mp_list<X...>) {
+  static_assert(sizeof...(X) <= max_custom_inputs, "luminal: a custom op takes at most 8 inputs");
+  static_assert(((node_id<Nodes, X> < int(boost::mp11::mp_size<Nodes>::value)) && ...),
+                "luminal: every input of a custom op must be used by its forward expression");
+  row.count = int(sizeof...(X));
+  int k = 0;
+  ((row.ids[k++] = node_id<Nodes, X>), ...);
+}
+template <class Nodes, std::size_t Count>
+constexpr auto gradient_rows(const std::array<node_info, Count>& table) {
+  std::array<gradient_row, Count> rows{};
+  for (std::size_t i = 0; i < Count; ++i) {
+    rows[i].count = table[i].child_count;
+    for (int k = 0; k < table[i].child_count; ++k) rows[i].ids[k] = table[i].children[k];
+  }
+  [&]<class... N>(boost::mp11::mp_list<N...>) {
+    if constexpr ((custom_vjp_node<N> || ...)) {
+      std::size_t i = 0;
+      auto patch = [&]<class M>(std::type_identity<M>) {
+        if constexpr (custom_vjp_node<M>) set_custom_row<Nodes, M>(rows[i], typename M::op::functor::inputs{});
+        ++i;
+      };
+      (patch(std::type_identity<N>{}), ...);
+    }
+  }(Nodes{});
+  return rows;
+}
 
 template <class Pass, int I, class Consumers>
 struct summed_contributions;
@@ -56,16 +92,30 @@ struct summed_contributions<Pass, I, std::index_sequence<E...>> {
                                Pass::template consumers<I>.first[E].position>::type{}...));
 };
 
+/// The cotangent a custom op's rule gives input K.
+template <int K, class Parent, class G, class... X>
+constexpr auto custom_cotangent(G g, boost::mp11::mp_list<X...>) {
+  using Out = boost::mp11::mp_first<typename Parent::children>;
+  auto all = as_tuple(Parent::op::functor::rule::vjp(g, Out{}, X{}...));
+  static_assert(std::tuple_size_v<decltype(all)> == sizeof...(X),
+                "luminal: a custom op's vjp() must return one cotangent per input (a std::tuple for several)");
+  return std::get<K>(all);
+}
+
 template <int Position, class Parent, class Child, class G>
 constexpr auto apply_rule(G g) {
   if constexpr (std::is_same_v<G, no_gradient>) {
     return no_gradient{};
   } else {
-    auto c = vjp<typename Parent::op>::template rule<Position, Parent>(g);
+    auto c = [&] {
+      if constexpr (custom_vjp_node<Parent>)
+        return custom_cotangent<Position, Parent>(g, typename Parent::op::functor::inputs{});
+      else return vjp<typename Parent::op>::template rule<Position, Parent>(g);
+    }();
     using C = decltype(c);
     if constexpr (!std::is_same_v<C, no_gradient>)
       static_assert(std::is_same_v<shape_t<C>, shape_t<Child>>,
-                    "luminal: internal error: a gradient rule produced the wrong shape");
+                    "luminal: a gradient rule produced the wrong shape (a custom op's vjp() gives each input's shape)");
     return c;
   }
 }
@@ -85,6 +135,12 @@ struct reverse_pass {
   static constexpr auto table = graph_table<nodes>;
   static constexpr std::size_t node_count = table.size();
   static constexpr int output_id = int(node_count) - 1;
+  static constexpr auto edges = detail::gradient_rows<nodes>(table);
+  static constexpr std::size_t edge_count = [] {
+    std::size_t n = 0;
+    for (const auto& row : edges) n += std::size_t(row.count);
+    return n;
+  }();
 
   /// critical[i]: node i depends on a wrt leaf, so its cotangent is needed.
   static constexpr auto critical = [] {
@@ -92,7 +148,7 @@ struct reverse_pass {
     constexpr std::array<int, sizeof...(Wrt)> wrt{node_id<nodes, Wrt>...};
     for (std::size_t i = 0; i < node_count; ++i) {
       for (int w : wrt) on_path[i] = on_path[i] || w == int(i);
-      for (int k = 0; k < table[i].child_count; ++k) on_path[i] = on_path[i] || on_path[table[i].children[k]];
+      for (int k = 0; k < edges[i].count; ++k) on_path[i] = on_path[i] || on_path[edges[i].ids[k]];
     }
     return on_path;
   }();
@@ -100,13 +156,13 @@ struct reverse_pass {
   /// The consumers of node I on the critical subgraph, with the child position I holds.
   template <int I>
   static constexpr auto consumers = [] {
-    std::array<detail::edge, node_count * 3 + 1> edges{};
+    std::array<detail::edge, edge_count + 1> found{};
     int count = 0;
     for (std::size_t p = 0; p < node_count; ++p)
       if (critical[p])
-        for (int k = 0; k < table[p].child_count; ++k)
-          if (table[p].children[k] == I) edges[count++] = {int(p), k};
-    return std::pair{edges, count};
+        for (int k = 0; k < edges[p].count; ++k)
+          if (edges[p].ids[k] == I) found[count++] = {int(p), k};
+    return std::pair{found, count};
   }();
 
   using seed = Seed;

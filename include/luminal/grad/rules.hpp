@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "../ops/composite.hpp"
+#include "../ops/custom.hpp"
 #include "../ops/gather.hpp"
 #include "../ops/iota.hpp"
 #include "../ops/matmul.hpp"
@@ -89,6 +90,8 @@ struct vjp<Map<F>> {
       else return no_gradient{};
     } else if constexpr (std::is_same_v<F, fn::StopGradient>) {
       return no_gradient{};
+    } else if constexpr (detail::is_custom_functor<F>) {
+      return g;  // a custom op without vjp(): through its forward expression
     } else if constexpr (std::is_same_v<F, fn::Mod>) {
       // As torch.fmod: fmod(a, b) = a - trunc(a / b) b, so d/da = 1 and d/db = -trunc(a / b),
       // with trunc(a / b) = (a - fmod(a, b)) / b. Integer mod has no gradient.

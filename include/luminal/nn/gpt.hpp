@@ -52,6 +52,12 @@ class GPT {
 
   int layers() const { return layers_; }
 
+  /// Records the layers with tape::checkpoint: backward() runs each layer's forward again
+  /// instead of the tape keeping its activations, so the memory a recording holds grows
+  /// by one layer's input per layer rather than by all its activations. Same gradients.
+  void recompute_layers(bool on) { recompute_layers_ = on; }
+  bool recomputes_layers() const { return recompute_layers_; }
+
   /// PyTorch's default initial values (nn.Embedding N(0, 1), nn.Linear uniform, LayerNorm
   /// ones and zeros) for every parameter, one random stream per (seed, name).
   tensor_store initial_parameters(std::uint64_t seed) const {
@@ -73,7 +79,8 @@ class GPT {
   typename tape<B>::tensor features(tape<B>& t, const xt::xarray<int>& token_ids) {
     check_context(token_ids);
     auto h = t.call(*embed_, "", {{"tokens", t.constant(token_ids)}});
-    for (int i = 0; i < layers_; ++i) h = t.call(*layer_, layer_prefix(i), {{"x", h}});
+    for (int i = 0; i < layers_; ++i)
+      h = recompute_layers_ ? t.checkpoint(*layer_, layer_prefix(i), {{"x", h}}) : t.call(*layer_, layer_prefix(i), {{"x", h}});
     return h;
   }
 
@@ -113,6 +120,7 @@ class GPT {
   }
 
   int layers_;
+  bool recompute_layers_ = false;
   decltype(make_embed()) embed_;
   decltype(make_layer()) layer_;
   decltype(make_head()) head_;
