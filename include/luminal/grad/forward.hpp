@@ -101,7 +101,6 @@ struct tangent_of;
 template <class Pass, int I, int K>
 struct tangent_contribution {
   using N = boost::mp11::mp_at_c<typename Pass::nodes, I>;
-  using C = boost::mp11::mp_at_c<typename Pass::nodes, Pass::table[I].children[K]>;
   using Tc = typename tangent_of<Pass, Pass::table[I].children[K]>::type;
   static constexpr auto get() {
     if constexpr (std::is_same_v<Tc, no_gradient>) {
@@ -117,18 +116,19 @@ struct tangent_contribution {
   using type = decltype(get());
 };
 
-/// The tangent of input X of a custom node, zeros when it has none (the rule wants one).
-template <class Pass, class X>
+/// The tangent T of node X, or zeros of X's shape where it has none (no_gradient).
+template <class T, class X>
 constexpr auto tangent_or_zeros() {
-  constexpr int id = node_id<typename Pass::nodes, X>;
-  using T = typename tangent_of<Pass, id>::type;
-  if constexpr (std::is_same_v<T, no_gradient>) return expand(Const<typename X::value_type, typename X::value_type(0)>{}, shape_t<X>{});
+  using V = typename X::value_type;
+  if constexpr (std::is_same_v<T, no_gradient>) return expand(Const<V, V(0)>{}, shape_t<X>{});
   else return T{};
 }
 template <class Pass, class N, class... X>
 constexpr auto custom_tangent(boost::mp11::mp_list<X...>) {
   using Out = boost::mp11::mp_first<typename N::children>;
-  return N::op::functor::rule::jvp(Out{}, X{}..., tangent_or_zeros<Pass, X>()...);
+  // The rule is given a tangent for every input: zeros for one that does not vary.
+  return N::op::functor::rule::jvp(
+      Out{}, X{}..., tangent_or_zeros<typename tangent_of<Pass, node_id<typename Pass::nodes, X>>::type, X>()...);
 }
 
 /// Folds tangents with +, skipping no_gradient.
@@ -200,9 +200,7 @@ struct forward_pass<std::tuple<Outputs...>, std::tuple<Wrt...>, std::tuple<Tange
   /// The tangent of node O (zeros when it does not depend on a wrt leaf).
   template <class O>
   static constexpr auto tangent() {
-    using T = typename detail::tangent_of<forward_pass, node_id<nodes, O>>::type;
-    if constexpr (std::is_same_v<T, no_gradient>) return expand(Const<typename O::value_type, typename O::value_type(0)>{}, shape_t<O>{});
-    else return T{};
+    return detail::tangent_or_zeros<typename detail::tangent_of<forward_pass, node_id<nodes, O>>::type, O>();
   }
 };
 
