@@ -14,6 +14,10 @@
 // rank's threads may use every core) and prints both, then a
 // model of the exchange on N machines joined by 100 Gb/s for the char GPT's gradients.
 //
+// Then the tape GPT on 1 and 2 ranks: the gradients' mean after the backward
+// (average_gradients, all of it exposed) against during it (overlapped_gradient_mean:
+// exposed is the wait in finish()).
+//
 //     data_parallel_bench [--steps S] [--batch B] [--threads-per-rank T]
 #include <algorithm>
 #include <chrono>
@@ -22,6 +26,7 @@
 #include <filesystem>
 #include <iostream>
 #include <luminal/distributed/mpi.hpp>
+#include <luminal/grad/parameter_optimizer.hpp>
 #include <luminal/nn.hpp>
 #include <luminal/nn/gpt.hpp>
 #include <luminal/train.hpp>
@@ -53,10 +58,56 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 struct options {
   int steps = 60, batch = 128, threads_per_rank = 0;  // 0: cores / ranks
+  bool tape = false;  // the worker times the tape GPT instead of the compiled MLP
 };
+
+using gpt_model = nn::GPT<256, 256, 4, 256>;  // examples/char_gpt's at width 256
+
+/// The tape GPT (4 layers, width 256, context 64, a global batch of 8 sequences) on the
+/// communicator's ranks: the gradients' mean taken after the backward (average_gradients)
+/// and during it (overlapped_gradient_mean). Prints "RESULT ..." on rank 0.
+int tape_worker(const options& opt, communicator& comm) {
+  const int ranks = comm.size(), context = 64, local = std::max(1, 8 / ranks), steps = std::max(2, opt.steps / 6);
+  gpt_model gpt(4);
+  tensor_store params = gpt.initial_parameters(1);
+  parameter_optimizer<adamw> optimizer({.lr = 1e-4f});
+  std::mt19937 rng(unsigned(comm.rank()) + 1);
+  xt::xarray<int> tokens = xt::xarray<int>::from_shape({std::size_t(local), std::size_t(context)}), targets = tokens;
+  for (auto& v : tokens) v = int(rng() % 256);
+  for (auto& v : targets) v = int(rng() % 256);
+  overlapped_gradient_mean exchange(comm);
+  auto timed = [&](bool overlapped) {
+    double exposed = 0;
+    comm.any(false);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) {
+      tape<> t(params);
+      auto loss = gpt.loss(t, tokens, targets);
+      if (overlapped) t.backward(loss, &exchange);
+      else t.backward(loss);
+      const auto exchanged = std::chrono::steady_clock::now();
+      if (overlapped) exchange.finish();
+      else average_gradients(t.gradients(), comm, bucket_bytes);
+      exposed += seconds_since(exchanged);
+      optimizer.step(params, t.gradients());
+    }
+    double slowest = 0;
+    for (const std::string& v : comm.all_gather(std::to_string(seconds_since(start) / steps)))
+      slowest = std::max(slowest, std::stod(v));
+    return std::pair{slowest, exposed / steps};
+  };
+  timed(true);  // warm-up
+  const auto [after_s, after_exposed] = timed(false);
+  const auto [during_s, during_exposed] = timed(true);
+  if (comm.rank() == 0)
+    std::printf("RESULT ranks=%d after_ms=%.3f after_exchange_ms=%.3f during_ms=%.3f during_exposed_ms=%.3f\n", ranks,
+                1e3 * after_s, 1e3 * after_exposed, 1e3 * during_s, 1e3 * during_exposed);
+  return 0;
+}
 
 /// One rank's part: prints "RESULT key=value ..." on rank 0.
 int worker(const options& opt, communicator& comm) {
+  if (opt.tape) return tape_worker(opt, comm);
   const int ranks = comm.size();
   if (opt.batch % ranks != 0) throw std::runtime_error("--batch must split evenly over the ranks");
   const std::size_t local = std::size_t(opt.batch / ranks);
@@ -104,12 +155,12 @@ int worker(const options& opt, communicator& comm) {
 }
 
 std::map<std::string, double> run_ranks(const std::string& self, int ranks, bool progress_thread,
-                                        const options& opt) {
+                                        const options& opt, bool tape = false) {
   const int threads = opt.threads_per_rank > 0 ? opt.threads_per_rank : std::max(1, int(std::thread::hardware_concurrency()) / ranks);
   std::ostringstream command;
   command << "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
           << "LUMINAL_MPI_PROGRESS_THREAD=" << int(progress_thread) << " LUMINAL_NUM_THREADS=" << threads << " mpiexec --bind-to none -n " << ranks << " '" << self << "' --worker --steps "
-          << opt.steps << " --batch " << opt.batch << " 2>&1";
+          << opt.steps << " --batch " << opt.batch << (tape ? " --tape" : "") << " 2>&1";
   FILE* pipe = popen(command.str().c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot start mpiexec");
   std::map<std::string, double> result;
@@ -147,6 +198,7 @@ int main(int argc, char** argv) {
       return std::atoi(argv[++a]);
     };
     if (arg == "--worker") as_worker = true;
+    else if (arg == "--tape") opt.tape = true;
     else if (arg == "--steps") opt.steps = std::max(1, value());
     else if (arg == "--batch") opt.batch = std::max(1, value());
     else if (arg == "--threads-per-rank") opt.threads_per_rank = std::max(1, value());
@@ -178,9 +230,23 @@ int main(int argc, char** argv) {
                 results[2]["images_per_s"] / results[1]["images_per_s"],
                 results[3]["images_per_s"] / results[1]["images_per_s"]);
 
+    // The tape GPT: the mean taken after the backward against during it.
+    std::printf("\ntape GPT (4 layers, width 256, context 64, global batch 8), AdamW, %d timed steps:\n",
+                std::max(2, opt.steps / 6));
+    std::printf("%6s %16s %16s %16s %16s %8s\n", "ranks", "after: step ms", "exchange ms", "during: step ms",
+                "exposed ms", "hidden");
+    for (int ranks : {1, 2}) {
+      auto r = run_ranks(self, ranks, false, opt, true);
+      const double hidden = r["after_exchange_ms"] > 0 ? 1.0 - r["during_exposed_ms"] / r["after_exchange_ms"] : 0.0;
+      std::printf("%6d %16.1f %16.2f %16.1f %16.2f ", ranks, r["after_ms"], r["after_exchange_ms"], r["during_ms"],
+                  r["during_exposed_ms"]);
+      if (ranks == 1) std::printf("%8s\n", "-");  // nothing to hide: a one-rank sum is a no-op
+      else std::printf("%7.0f%%\n", 100 * std::clamp(hidden, 0.0, 1.0));
+    }
+
     // The char GPT of examples/char_gpt (4 layers, width 256) on N machines: its gradient,
     // summed by a ring allreduce over 100 Gb/s links (5 us a message), against its step.
-    nn::GPT<256, 256, 4, 256> gpt(4);
+    gpt_model gpt(4);
     double bytes = 0;
     for (const auto& [name, e] : gpt.initial_parameters(1)) bytes += double(e.data.size());
     std::printf("\nchar GPT (4 layers, width 256): %.2f MB of f32 gradients a step. Ring allreduce over 100 Gb/s:\n",

@@ -241,6 +241,7 @@ int run(const options& opt, communicator& comm) {
   const long planned = opt.steps >= 0 ? first + opt.steps : -1;
   double running = 0, tokens_seen = 0, last_valid = -1;
   tape<> t(params);
+  overlapped_gradient_mean exchange(comm);
   bool finished = planned >= 0 ? first >= planned : budget <= 0;
   for (long step = first; !finished; ++step) {
     // Warm-up, then cosine decay to a tenth over the planned steps, or over as many as
@@ -259,8 +260,12 @@ int run(const options& opt, communicator& comm) {
     if (lead && step == first)  // what the recording holds for the backward (--recompute-layers)
       std::printf("the tape holds %.1f MB of values for the backward%s\n", double(t.held_bytes()) / 1e6,
                   opt.recompute ? " (layers recomputed)" : "");
-    t.backward(loss);
-    if (ranks > 1) average_gradients(t.gradients(), comm);
+    if (ranks > 1) {  // each gradient's sum starts as soon as the backward has finished it
+      t.backward(loss, &exchange);
+      exchange.finish();
+    } else {
+      t.backward(loss);
+    }
     optimizer.step(params, t.gradients());
     const double value = t.item<float>(loss);
     running = step == first ? value : 0.95 * running + 0.05 * value;

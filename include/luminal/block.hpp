@@ -155,6 +155,8 @@ class block_interface {
  public:
   virtual ~block_interface() = default;
   virtual void run_backward(tape<B>& recording, std::size_t call) = 0;
+  /// The store's names of the block's parameters in a call with prefix `call_prefix`.
+  virtual std::vector<std::string> parameter_names(std::string_view call_prefix) const = 0;
 };
 
 /// A compiled block (see compile_block). Outputs and Wrt are mp_lists of node types; the
@@ -220,6 +222,13 @@ class block final : public block_interface<B> {
         leaf[own.size()] != '.')
       return std::string(leaf);
     return std::string(call_prefix) + std::string(leaf.substr(own.size()));
+  }
+
+  std::vector<std::string> parameter_names(std::string_view call_prefix) const override {
+    std::vector<std::string> names;
+    boost::mp11::mp_for_each<parameters>(
+        [&](auto leaf) { names.push_back(parameter_name(decltype(leaf)::name.view(), call_prefix)); });
+    return names;
   }
 
   /// Runs the forward program for one call and returns the tape slots of kept (outputs

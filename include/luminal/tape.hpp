@@ -38,11 +38,13 @@
 #include <memory>
 #include <optional>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "block.hpp"
+#include "gradient_listener.hpp"
 #include "io/tensor_store.hpp"
 #include "parameter_store.hpp"
 #include <xtensor/xbuilder.hpp>
@@ -134,7 +136,10 @@ class tape {
   /// parameters' gradients add into gradients() (or device_gradients()), variables' into
   /// gradient(). A second call recomputes the variables' gradients and adds the
   /// parameters' once more.
-  void backward(tensor output) {
+  ///
+  /// With a listener (a tape over a tensor_store only), each parameter's gradient is
+  /// announced as soon as no earlier call can add to it.
+  void backward(tensor output, gradient_listener* listener = nullptr) {
     const int id = require_tensor(output, "backward");
     slot& s = slot_at(id);
     if (s.value.bytes != dtype_size(s.dtype) || (s.dtype != dtype_tag::f32 && s.dtype != dtype_tag::f64))
@@ -149,11 +154,19 @@ class tape {
     backend_.to_device(s.cotangent.data, s.dtype == dtype_tag::f32 ? static_cast<const void*>(&one_f32) : &one_f64,
                        s.value.bytes);
     s.has_cotangent = true;
+    std::vector<std::vector<std::size_t>> final_after;  // per call: the parameters it finalizes
+    std::vector<gradient_listener::parameter> order;
+    if (listener) final_after = announce_order(*listener, order);
     for (std::size_t call = records_.size(); call-- > 0;) {
       const call_record& record = records_[call];
       bool reached = false;
-      for (int kept_id : record.kept) reached = reached || slot_at(kept_id).has_cotangent;
+      for (int kept_id : record.kept) reached = reached || (kept_id >= 0 && slot_at(kept_id).has_cotangent);
       if (reached) record.block->run_backward(*this, call);
+      if (listener)
+        for (std::size_t index : final_after[call]) {
+          if (!gradients_.contains(order[index].name)) add_zero_gradient(order[index]);
+          listener->final(index);
+        }
     }
   }
 
@@ -401,6 +414,39 @@ class tape {
     xt::xarray<T, xt::layout_type::row_major> contiguous = value;
     backend_.to_device(slots_[std::size_t(id)].value.data, contiguous.data(), contiguous.size() * sizeof(T));
     return tensor{id};
+  }
+
+  /// Lists the parameters in the order their gradients become final (calls from the last;
+  /// a parameter with the first call that reads it) and tells the listener; returns, per
+  /// call, the positions in that order it finalizes.
+  std::vector<std::vector<std::size_t>> announce_order(gradient_listener& listener,
+                                                       std::vector<gradient_listener::parameter>& order) {
+    require_host_parameters("backward(output, listener)", "average_gradients after backward()");
+    std::vector<std::vector<std::string>> names(records_.size());
+    std::map<std::string, std::size_t> first_call;
+    for (std::size_t call = 0; call < records_.size(); ++call) {
+      names[call] = records_[call].block->parameter_names(records_[call].prefix);
+      for (const std::string& name : names[call]) first_call.try_emplace(name, call);
+    }
+    std::vector<std::vector<std::size_t>> final_after(records_.size());
+    for (std::size_t call = records_.size(); call-- > 0;)
+      for (const std::string& name : names[call]) {
+        auto it = first_call.find(name);
+        if (it == first_call.end() || it->second != call) continue;
+        first_call.erase(it);  // listed once, even if the call reads it twice
+        const auto& stored = host_parameters_->at(name);
+        final_after[call].push_back(order.size());
+        order.push_back({name, stored.dtype, stored.shape});
+      }
+    listener.begin(gradients_, order);
+    return final_after;
+  }
+  void add_zero_gradient(const gradient_listener::parameter& p) {
+    tensor_store::entry zeros;
+    zeros.dtype = p.dtype;
+    zeros.shape = p.shape;
+    zeros.data.assign(element_count(p.shape) * dtype_size(p.dtype), std::byte{0});
+    gradients_.insert(p.name, std::move(zeros));
   }
 
   template <class Block>

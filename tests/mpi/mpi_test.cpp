@@ -19,6 +19,7 @@
 #include <luminal/distributed/mpi.hpp>
 #include <luminal/grad/parameter_optimizer.hpp>
 #include <luminal/luminal.hpp>
+#include <luminal/tape.hpp>
 #include <luminal/train.hpp>
 
 using namespace luminal;
@@ -202,6 +203,60 @@ TEST_CASE("ranks whose models differ are refused on every rank, naming the param
   tensor_store named = initial(3);
   if (comm.rank() == 1) named.insert("fc.extra", named.at("fc.bias"));
   REQUIRE_THROWS_WITH(average_gradients(named, comm), Catch::Matchers::Contains("rank 1 'fc.extra: f32 [3]'"));
+}
+
+namespace {
+/// A tape of three calls of one layer block ("h.0" to "h.2") and a head, on this rank's
+/// rows: backward, then the gradients' mean over the ranks, overlapped or after the fact.
+tensor_store tape_gradients(communicator& comm, bool overlapped, bool swapped = false) {
+  static const auto xin = input<"x", f32>(shape<Batch, 4>);
+  static auto layer = compile_block<"layer">(tanh(matmul(xin, transpose(param<"layer.w", f32>(shape<4, 4>))) +
+                                                  param<"layer.b", f32>(shape<4>)), xin);
+  static auto head = compile_block<"head">(mean(square(matmul(xin, param<"head.w", f32>(shape<4, 1>)))), xin);
+  tensor_store params;
+  std::mt19937 rng(5);  // the same parameters on every rank
+  for (int i = 0; i < 3; ++i) {
+    params.set("h." + std::to_string(i) + ".w", xt::xarray<float>(xt::random::randn<float>({4, 4}, 0.0f, 0.5f, rng)));
+    params.set("h." + std::to_string(i) + ".b", xt::xarray<float>(xt::random::randn<float>({4}, 0.0f, 0.5f, rng)));
+  }
+  params.set("head.w", xt::xarray<float>(xt::random::randn<float>({4, 1}, 0.0f, 1.0f, rng)));
+  std::mt19937 data_rng(100 + unsigned(comm.rank()));  // each rank its own rows
+  tape<> t(params);
+  auto h = t.constant(xt::xarray<float>(xt::random::randn<float>({6, 4}, 0.0f, 1.0f, data_rng)));
+  for (int i : swapped ? std::vector<int>{1, 0, 2} : std::vector<int>{0, 1, 2})
+    h = t.call(*layer, "h." + std::to_string(i), {{"x", h}});
+  auto loss = t.call(*head, "", {{"x", h}});
+  if (overlapped) {
+    overlapped_gradient_mean exchange(comm, /*bucket_bytes=*/64);  // small: several buckets
+    t.backward(loss, &exchange);
+    exchange.finish();
+  } else {
+    t.backward(loss);
+    average_gradients(t.gradients(), comm, 64);
+  }
+  return t.gradients();
+}
+}  // namespace
+
+TEST_CASE("a tape's gradients averaged during its backward equal their mean taken after it") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  const tensor_store after = tape_gradients(comm, false), during = tape_gradients(comm, true);
+  REQUIRE(after.size() == 7);
+  REQUIRE(during.size() == after.size());
+  for (const auto& name : after.names()) {
+    INFO(name);
+    REQUIRE(during.at(name).data == after.at(name).data);  // bit for bit
+  }
+  const auto h = hashes(during, comm);
+  for (auto v : h) REQUIRE(v == h[0]);  // the same means on every rank
+}
+
+TEST_CASE("ranks whose tapes record different calls are refused before the backward, on every rank") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  // Rank 1 calls h.1 before h.0: its gradients become final in another order, so the
+  // ranks would sum different tensors together.
+  REQUIRE_THROWS_WITH(tape_gradients(comm, true, comm.rank() == 1),
+                      Catch::Matchers::Contains("the ranks' models differ") && Catch::Matchers::Contains("rank 1"));
 }
 
 TEST_CASE("a parameter_store of gradients (a tape's device_gradients) averages as a tensor_store does") {

@@ -16,11 +16,14 @@
 // parameter_store) averages them the same way: average_gradients(t.device_gradients(), comm).
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "../gradient_listener.hpp"
 #include "../io/tensor_store.hpp"
 #include "../parameter_store.hpp"
 #include "communicator.hpp"
@@ -120,6 +123,109 @@ inline void average_gradients(tensor_store& gradients, communicator& comm,
     flush();
   }
 }
+
+/// The gradients' mean over the ranks on a tape, overlapped with its backward: each
+/// gradient is copied into a bucket as soon as it is final, and a bucket's sum starts when
+/// its last member is, while the backward computes the earlier layers' gradients (DDP's
+/// overlap, for a tape over a tensor_store). finish() waits and writes the means.
+///
+///     overlapped_gradient_mean exchange(comm);
+///     t.backward(loss, &exchange);
+///     exchange.finish();                       // t.gradients() now holds the means
+///     optimizer.step(params, t.gradients());
+///
+/// At the start of every backward the ranks check that they will exchange the same
+/// parameters in the same order (one small gather; ranks whose recordings differ are
+/// refused on every rank, naming the parameter), so no rank waits in a sum the others
+/// never start. The buckets close at `bucket_bytes` or where the element type changes.
+class overlapped_gradient_mean final : public gradient_listener {
+ public:
+  explicit overlapped_gradient_mean(communicator& comm, std::size_t bucket_bytes = std::size_t(1) << 20)
+      : comm_(comm), bucket_bytes_(bucket_bytes) {}
+
+  void begin(tensor_store& gradients, const std::vector<parameter>& order) override {
+    if (pending_) throw distributed_error("luminal: overlapped_gradient_mean: begin() again before finish()");
+    std::string description;
+    for (const parameter& p : order) description += detail::tensor_line(p.name, p.dtype, p.shape);
+    check_same_model(description, comm_);
+    gradients_ = &gradients;
+    order_ = order;
+    // Buckets: consecutive parameters of one element type up to bucket_bytes.
+    bucket_of_.assign(order.size(), 0);
+    offset_of_.assign(order.size(), 0);
+    buckets_.clear();
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const std::size_t bytes = element_count(order[i].shape) * dtype_size(order[i].dtype);
+      if (buckets_.empty() || buckets_.back().type != order[i].dtype || buckets_.back().bytes >= bucket_bytes_)
+        buckets_.push_back({order[i].dtype, 0, i, i, {}, 0, false});
+      bucket& b = buckets_.back();
+      bucket_of_[i] = buckets_.size() - 1;
+      offset_of_[i] = b.bytes;
+      b.bytes += bytes;
+      b.last = i;
+    }
+    for (bucket& b : buckets_) b.staging.resize(b.bytes);
+    pending_ = true;
+  }
+
+  void final(std::size_t index) override {
+    bucket& b = buckets_[bucket_of_[index]];
+    const auto& data = gradients_->at(order_[index].name).data;
+    std::memcpy(b.staging.data() + offset_of_[index], data.data(), data.size());
+    if (index == b.last && comm_.size() > 1) {
+      b.handle = comm_.start_sum(b.staging.data(), b.bytes / dtype_size(b.type), b.type);
+      b.started = true;
+    }
+    comm_.progress();  // let the buckets already sent advance
+  }
+
+  /// Waits for every bucket and writes each gradient's mean into the store. Seconds spent
+  /// waiting (the exchange the backward did not hide) add up in waited_seconds().
+  void finish() {
+    if (!pending_) throw distributed_error("luminal: overlapped_gradient_mean: finish() without a backward");
+    pending_ = false;
+    const auto begin = std::chrono::steady_clock::now();
+    for (bucket& b : buckets_)
+      if (b.started) comm_.wait(b.handle), b.started = false;
+    waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (comm_.size() == 1) return;
+    for (std::size_t i = 0; i < order_.size(); ++i) {
+      const bucket& b = buckets_[bucket_of_[i]];
+      auto& out = gradients_->at(order_[i].name).data;
+      const std::byte* sum = b.staging.data() + offset_of_[i];
+      if (b.type == dtype_tag::f32) scaled(reinterpret_cast<float*>(out.data()), reinterpret_cast<const float*>(sum), out.size() / 4);
+      else if (b.type == dtype_tag::f64) scaled(reinterpret_cast<double*>(out.data()), reinterpret_cast<const double*>(sum), out.size() / 8);
+    }
+  }
+  double waited_seconds() const { return waited_; }
+
+ private:
+  struct bucket {
+    dtype_tag type;
+    std::size_t bytes, first, last;
+    std::vector<std::byte> staging;
+    std::uint64_t handle;
+    bool started;
+  };
+  template <class T>
+  void scaled(T* out, const T* sum, std::size_t n) const {
+    for (std::size_t k = 0; k < n; ++k) out[k] = sum[k] / T(comm_.size());
+  }
+  static std::size_t element_count(const std::vector<index_t>& shape) {
+    std::size_t n = 1;
+    for (index_t e : shape) n *= std::size_t(e);
+    return n;
+  }
+
+  communicator& comm_;
+  std::size_t bucket_bytes_;
+  tensor_store* gradients_ = nullptr;
+  std::vector<parameter> order_;
+  std::vector<std::size_t> bucket_of_, offset_of_;
+  std::vector<bucket> buckets_;
+  bool pending_ = false;
+  double waited_ = 0;
+};
 
 /// The parameter_store form, for a tape's device_gradients(): every f32 and f64 tensor
 /// replaced with its mean over the ranks. The sums run on host copies (through the
