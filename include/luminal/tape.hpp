@@ -164,7 +164,8 @@ class tape {
       if (reached) record.block->run_backward(*this, call);
       if (listener)
         for (std::size_t index : final_after[call]) {
-          if (!gradients_.contains(order[index].name)) add_zero_gradient(order[index]);
+          const auto& p = order[index];
+          if (!gradients_.contains(p.name)) add_zero_gradient(p.name, p.dtype, p.shape);
           listener->final(index);
         }
     }
@@ -306,13 +307,7 @@ class tape {
       copy_or_add(static_cast<T*>(target.current), fresh, incoming, count);
       return;
     }
-    if (!gradients_.contains(name)) {
-      tensor_store::entry zeros;
-      zeros.dtype = dtype_of<T>();
-      zeros.shape.assign(shape.begin(), shape.end());
-      zeros.data.assign(count * sizeof(T), std::byte{0});
-      gradients_.insert(name, std::move(zeros));
-    }
+    if (!gradients_.contains(name)) add_zero_gradient(name, dtype_of<T>(), shape);
     auto& target = gradients_.at(name).data;
     const T* addend = incoming;
     if constexpr (!B::host_accessible) {
@@ -441,12 +436,13 @@ class tape {
     listener.begin(gradients_, order);
     return final_after;
   }
-  void add_zero_gradient(const gradient_listener::parameter& p) {
+  /// A gradient of zeros in gradients(): the start of a sum, or one no cotangent reached.
+  void add_zero_gradient(const std::string& name, dtype_tag dtype, std::span<const index_t> shape) {
     tensor_store::entry zeros;
-    zeros.dtype = p.dtype;
-    zeros.shape = p.shape;
-    zeros.data.assign(element_count(p.shape) * dtype_size(p.dtype), std::byte{0});
-    gradients_.insert(p.name, std::move(zeros));
+    zeros.dtype = dtype;
+    zeros.shape.assign(shape.begin(), shape.end());
+    zeros.data.assign(element_count(shape) * dtype_size(dtype), std::byte{0});
+    gradients_.insert(name, std::move(zeros));
   }
 
   template <class Block>
