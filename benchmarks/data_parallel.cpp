@@ -37,20 +37,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench_models.hpp"
+
 using namespace luminal;
 
 namespace {
-constexpr Dim Batch{"Batch"};
 constexpr std::size_t bucket_bytes = std::size_t(1) << 20;
 
-nn::Linear<"fc1", 784, 512> fc1;
-nn::Linear<"fc2", 512, 512> fc2;
-nn::Linear<"fc3", 512, 10> fc3;
-
-auto mlp_loss() {
-  auto x = input<"x", f32>(shape<Batch, 784>);
-  return nn::cross_entropy(fc3(relu(fc2(relu(fc1(x))))), input<"labels", i32>(shape<Batch>));
-}
+bench::mlp model;  // bench_models.hpp
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -111,9 +105,9 @@ int worker(const options& opt, communicator& comm) {
   const int ranks = comm.size();
   if (opt.batch % ranks != 0) throw std::runtime_error("--batch must split evenly over the ranks");
   const std::size_t local = std::size_t(opt.batch / ranks);
-  auto step = compile_train_step(mlp_loss(), adam{.lr = 1e-3f}, data_parallel<bucket_bytes>{comm});
+  auto step = compile_train_step(model.loss(), adam{.lr = 1e-3f}, data_parallel<bucket_bytes>{comm});
   tensor_store initial;
-  fc1.initialize(initial, 1), fc2.initialize(initial, 1), fc3.initialize(initial, 1);
+  model.initialize(initial, 1);
   step.store().assign(initial);
   std::mt19937 rng(unsigned(comm.rank()) + 1);
   std::normal_distribution<float> normal;

@@ -39,39 +39,19 @@
 #include <vector>
 
 #include "bench_gemms.hpp"
+#include "bench_models.hpp"
 
 using namespace luminal;
 
 namespace {
 
-constexpr Dim Batch{"Batch"};
 /// luminal / GEMMs at most this.
 double goal_vs_gemms(const std::string& model) { return model == "mlp" ? 1.15 : 1.5; }
 
-// ---- the models ----------------------------------------------------------------------------
+// ---- the models (bench_models.hpp) ---------------------------------------------------------
 
-nn::Linear<"fc1", 784, 512> mlp_fc1;
-nn::Linear<"fc2", 512, 512> mlp_fc2;
-nn::Linear<"fc3", 512, 10> mlp_fc3;
-
-auto mlp_loss() {
-  auto x = input<"x", f32>(shape<Batch, 784>);
-  auto logits = mlp_fc3(relu(mlp_fc2(relu(mlp_fc1(x)))));
-  return nn::cross_entropy(logits, input<"labels", i32>(shape<Batch>));
-}
-
-nn::Conv2d<"conv1", 1, 32, 3, 1, 1> cnn_conv1;
-nn::Conv2d<"conv2", 32, 64, 3, 1, 1> cnn_conv2;
-nn::MaxPool2d<2> cnn_pool;
-nn::Linear<"fc1", 64 * 7 * 7, 128> cnn_fc1;
-nn::Linear<"fc2", 128, 10> cnn_fc2;
-
-auto cnn_loss() {
-  auto x = reshape(input<"x", f32>(shape<Batch, 784>), shape<Batch, 1, 28, 28>);
-  auto features = cnn_pool(relu(cnn_conv2(cnn_pool(relu(cnn_conv1(x))))));  // [Batch, 64, 7, 7]
-  auto logits = cnn_fc2(relu(cnn_fc1(reshape(features, shape<Batch, 64 * 7 * 7>))));
-  return nn::cross_entropy(logits, input<"labels", i32>(shape<Batch>));
-}
+bench::mlp mlp_model;
+bench::cnn cnn_model;
 
 // ---- luminal's step --------------------------------------------------------------------------
 
@@ -272,12 +252,12 @@ int main(int argc, char** argv) {
   std::vector<summary> summaries;
   try {
     if (run_mlp) {
-      luminal_result lum = time_luminal(mlp_loss(), x, labels, reps, mlp_fc1, mlp_fc2, mlp_fc3);
+      luminal_result lum = time_luminal(mlp_model.loss(), x, labels, reps, mlp_model);
       gemm_result gemms = time_gemms(mlp_gemms(batch), reps);
       summaries.push_back(report("mlp", "MLP 784-512-512-10, ReLU", lum, gemms, torch, jax, reps));
     }
     if (run_cnn) {
-      luminal_result lum = time_luminal(cnn_loss(), x, labels, reps, cnn_conv1, cnn_conv2, cnn_fc1, cnn_fc2);
+      luminal_result lum = time_luminal(cnn_model.loss(), x, labels, reps, cnn_model);
       gemm_result gemms = time_gemms(cnn_gemms(batch), reps);
       summaries.push_back(report("cnn",
                                  "CNN of examples/fashion_mnist.cpp: conv3x3(1->32) relu maxpool2 conv3x3(32->64) relu "

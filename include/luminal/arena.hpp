@@ -9,12 +9,23 @@
 namespace luminal {
 
 /// One buffer to place: it is written by kernel `first_kernel` and last read by kernel
-/// `last_kernel`; place_in_arena() fills in `offset`.
+/// `last_kernel`; place_in_arena() fills in `offset`. A value the backward recomputes
+/// lives twice at the same address, [first_kernel, last_kernel] and [first_again,
+/// last_again]: other buffers may use its memory in between.
 struct buffer_request {
   int id = -1;
   std::size_t bytes = 0;
   int first_kernel = 0, last_kernel = 0;
   std::size_t offset = 0;
+  int first_again = -1, last_again = -1;  // the second lifetime, if first_again >= 0
+
+  bool live_with(const buffer_request& other) const {
+    auto overlap = [](int a0, int a1, int b0, int b1) { return a0 >= 0 && b0 >= 0 && !(a1 < b0 || b1 < a0); };
+    return overlap(first_kernel, last_kernel, other.first_kernel, other.last_kernel) ||
+           overlap(first_kernel, last_kernel, other.first_again, other.last_again) ||
+           overlap(first_again, last_again, other.first_kernel, other.last_kernel) ||
+           overlap(first_again, last_again, other.first_again, other.last_again);
+  }
 };
 
 /// Sets each request's offset, largest buffer first, each at the lowest offset that no
@@ -32,7 +43,7 @@ inline std::size_t place_in_arena(std::vector<buffer_request>& requests) {
     for (bool moved = true; moved;) {
       moved = false;
       for (const buffer_request* p : placed) {
-        bool overlap_time = !(p->last_kernel < r->first_kernel || r->last_kernel < p->first_kernel);
+        bool overlap_time = r->live_with(*p);
         bool overlap_space = offset < p->offset + p->bytes && p->offset < offset + r->bytes;
         if (overlap_time && overlap_space) { offset = p->offset + p->bytes; moved = true; }
       }

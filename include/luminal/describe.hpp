@@ -86,6 +86,7 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
     if (group_end > int(K) + 1)
       out += "; one loop with kernels " + std::to_string(K + 1) + " to " + std::to_string(group_end - 1);
     if (group_end < 0) out += "; in the loop of the kernel before";
+    if constexpr (plan.is_recompute[K]) out += "; recomputes a forward value, run only if the retention policy chose to";
     out += "\n  computes " + labels[root];
     // The nodes evaluated inline and the stored values read: a walk down to stored nodes.
     std::vector<int> stack, reads;

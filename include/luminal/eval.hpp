@@ -9,7 +9,7 @@
 
 #include "flat.hpp"
 #include "ops/view.hpp"
-#include "plan.hpp"
+#include "rematerialize.hpp"
 
 namespace luminal {
 
@@ -27,8 +27,17 @@ struct program_layout {
   static constexpr std::size_t node_count = boost::mp11::mp_size<Nodes>::value;
   static constexpr auto table = graph_table<Nodes>;
   static constexpr auto retained = detail::retention_set(table, OutputIds);
-  static constexpr auto plan =
-      detail::make_plan(table, OutputIds, Policy == retention_policy::store_all ? retained : std::array<bool, node_count>{});
+  static constexpr auto plan = [] {
+    if constexpr (Policy.kind == retention_policy::mode::recompute_elementwise)
+      return detail::make_plan(table, OutputIds);
+    else if constexpr (Policy.kind == retention_policy::mode::budget)
+      return detail::add_recompute_entries(table, OutputIds, detail::make_plan(table, OutputIds, retained));
+    else
+      return detail::make_plan(table, OutputIds, retained);
+  }();
+  static constexpr retention_policy policy = Policy;
+  /// Whether some kernels run only when the backward recomputes their value.
+  static constexpr bool has_recompute_entries = Policy.kind == retention_policy::mode::budget;
   static constexpr std::size_t max_rank = [] {
     std::size_t r = 1;
     for (const auto& info : table) r = std::size_t(info.rank) > r ? std::size_t(info.rank) : r;

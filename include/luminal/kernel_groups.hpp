@@ -101,7 +101,8 @@ struct kernel_groups {
   template <std::size_t... K>
   static constexpr auto make(std::index_sequence<K...>) {
     constexpr std::size_t kernels = sizeof...(K);
-    constexpr bool can[] = {fusable<plan.kernels[K]>()..., false};
+    // A recompute entry (rematerialize.hpp) runs alone: a run may skip it.
+    constexpr bool can[] = {(!plan.is_recompute[K] && fusable<plan.kernels[K]>())..., false};
     constexpr bool flat[] = {flat_kernel<plan.kernels[K]>()..., false};
     constexpr Dim counts[] = {count<plan.kernels[K]>()..., Dim{-1}};
     // A loop nest joins a group only if it reads every earlier member in place.

@@ -18,11 +18,22 @@ struct plan_data {
   std::array<bool, N> is_output{};
   std::array<int, N> reads{};          // evaluations per element: by each parent, an expand's many times
   std::array<int, N> inline_cost{};    // cost of evaluating it inline at one index
-  std::array<int, N> kernels{};        // node ids of kernel roots, in run order
+  // Kernels in run order: node ids of their roots. A node the backward recomputes
+  // (rematerialize.hpp) has a second kernel, its recompute entry, after the forward's.
+  std::array<int, 2 * N> kernels{};
+  std::array<bool, 2 * N> is_recompute{};
   int kernel_count = 0;
-  std::array<int, N> kernel_of{};      // kernel index producing node i, or -1
+  std::array<int, N> kernel_of{};      // kernel index producing node i (the forward's), or -1
   std::array<int, N> last_use{};       // last kernel index that reads node i
   std::array<int, N> gemm_base{};      // for a matmul operand chain: the stored base
+  // With recompute entries (rematerialize.hpp) a run decides which of them execute, and
+  // lifetimes follow from these instead of last_use:
+  int boundary = 0;                    // the first kernel of the backward
+  std::array<int, N> recompute_entry{};     // node i's recompute kernel, or -1
+  std::array<int, N> forward_last_use{};    // last forward kernel reading i, or -1
+  std::array<int, N> backward_last_use{};   // last backward kernel (not a recompute) reading i, or -1
+  std::array<std::array<int, 2>, 2 * N> recompute_reads{};  // (recompute kernel, stored node it reads)
+  int recompute_read_count = 0;
 };
 
 namespace detail {
@@ -36,6 +47,81 @@ constexpr int gemm_operand_base(const std::array<node_info, N>& table, int id) {
   return id;
 }
 
+/// Calls f(id) once for each stored node that the kernel of `root` reads: its inline tree
+/// walked down to stored nodes. A GEMM reads the stored base of each operand even when
+/// the operand's view is itself stored (retained): that base must stay live until it.
+template <std::size_t N, std::size_t NumOutputs, class F>
+constexpr void for_each_read(const std::array<node_info, N>& table, const plan_data<N, NumOutputs>& plan, int root,
+                             F&& f) {
+  std::array<int, N> stack{};
+  std::array<bool, N> seen{};
+  int top = 0;
+  for (int c = 0; c < table[root].child_count; ++c) {
+    int child = table[root].children[c];
+    if (table[root].kind == op_kind::matmul) child = gemm_operand_base(table, child);
+    stack[top++] = child;
+  }
+  while (top > 0) {
+    int id = stack[--top];
+    if (seen[id]) continue;
+    seen[id] = true;
+    if (plan.stored[id]) {
+      f(id);
+      continue;
+    }
+    for (int c = 0; c < table[id].child_count; ++c)
+      if (!seen[table[id].children[c]]) stack[top++] = table[id].children[c];
+  }
+}
+
+/// Nodes reachable from `root` (itself included).
+template <std::size_t N>
+constexpr std::array<bool, N> reachable_from(const std::array<node_info, N>& table, int root) {
+  std::array<bool, N> reached{};
+  reached[root] = true;
+  for (int i = root; i >= 0; --i)  // parents come after children
+    if (reached[i])
+      for (int k = 0; k < table[i].child_count; ++k) reached[table[i].children[k]] = true;
+  return reached;
+}
+
+/// Splits the plan's kernels at the first one of the backward (a kernel of a node that
+/// output 0, the forward value, does not reach, or a recompute entry) and records, for
+/// every stored node, its last forward and backward readers and the recompute entries
+/// that read it.
+template <std::size_t N, std::size_t NumOutputs>
+constexpr void split_lifetimes(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs,
+                               plan_data<N, NumOutputs>& plan) {
+  const auto forward = reachable_from(table, outputs[0]);
+  plan.boundary = plan.kernel_count;
+  if (NumOutputs > 1)
+    for (int k = 0; k < plan.kernel_count; ++k)
+      if (plan.is_recompute[k] || !forward[plan.kernels[k]]) {
+        plan.boundary = k;
+        break;
+      }
+  for (std::size_t i = 0; i < N; ++i) {
+    plan.kernel_of[i] = plan.recompute_entry[i] = plan.last_use[i] = -1;
+    plan.forward_last_use[i] = plan.backward_last_use[i] = -1;
+  }
+  plan.recompute_read_count = 0;
+  for (int k = 0; k < plan.kernel_count; ++k) {
+    const int root = plan.kernels[k];
+    (plan.is_recompute[k] ? plan.recompute_entry[root] : plan.kernel_of[root]) = k;
+    for_each_read(table, plan, root, [&](int id) {
+      plan.last_use[id] = k;  // kernels are walked in run order
+      if (plan.is_recompute[k]) {
+        if (table[id].kind == op_kind::input) return;
+        if (plan.recompute_read_count == int(2 * N)) throw "luminal: too many reads by recompute kernels";
+        plan.recompute_reads[plan.recompute_read_count++] = {k, id};
+      } else {
+        (k < plan.boundary ? plan.forward_last_use[id] : plan.backward_last_use[id]) = k;
+      }
+    });
+  }
+  for (int id : outputs) plan.last_use[id] = plan.backward_last_use[id] = plan.kernel_count;  // read by the caller
+}
+
 template <std::size_t N, std::size_t NumOutputs>
 constexpr auto make_plan(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs,
                          const std::array<bool, N>& force_stored = {}) {
@@ -47,7 +133,6 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
                      kind == op_kind::reduce || kind == op_kind::matmul || kind == op_kind::exchange;
     plan.gemm_base[i] = -1;
     plan.kernel_of[i] = -1;
-    plan.last_use[i] = -1;
   }
   // GEMM reads memory: the base of each operand chain must be stored.
   for (std::size_t i = 0; i < N; ++i) {
@@ -87,44 +172,8 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
     plan.kernel_of[i] = plan.kernel_count;
     plan.kernels[plan.kernel_count++] = int(i);
   }
-  // Reads: walk each kernel's inline tree down to stored nodes.
-  for (int k = 0; k < plan.kernel_count; ++k) {
-    std::array<int, N> stack{};
-    std::array<bool, N> seen{};
-    int top = 0;
-    int root = plan.kernels[k];
-    for (int c = 0; c < table[root].child_count; ++c) {
-      int child = table[root].children[c];
-      // A GEMM reads the stored base of each operand even when the operand's view is
-      // itself stored (retained): that base must stay live until this kernel.
-      if (table[root].kind == op_kind::matmul) child = gemm_operand_base(table, child);
-      stack[top++] = child;
-    }
-    while (top > 0) {
-      int id = stack[--top];
-      if (seen[id]) continue;
-      seen[id] = true;
-      if (plan.stored[id]) {
-        plan.last_use[id] = k > plan.last_use[id] ? k : plan.last_use[id];
-        continue;
-      }
-      for (int c = 0; c < table[id].child_count; ++c)
-        if (!seen[table[id].children[c]]) stack[top++] = table[id].children[c];
-    }
-  }
-  for (int id : outputs) plan.last_use[id] = plan.kernel_count;  // read by the caller
+  split_lifetimes(table, outputs, plan);
   return plan;
-}
-
-/// Nodes reachable from `root` (itself included).
-template <std::size_t N>
-constexpr std::array<bool, N> reachable_from(const std::array<node_info, N>& table, int root) {
-  std::array<bool, N> reached{};
-  reached[root] = true;
-  for (int i = root; i >= 0; --i)  // parents come after children
-    if (reached[i])
-      for (int k = 0; k < table[i].child_count; ++k) reached[table[i].children[k]] = true;
-  return reached;
 }
 
 /// The retention set of a program whose first output is the forward value and whose
@@ -165,11 +214,5 @@ constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& tabl
 }  // namespace detail
 
 
-/// How the values the backward needs from the forward are kept.
-///  - store_all: every retained value gets a buffer (the default; least recomputation);
-///  - recompute_elementwise: retained elementwise values are recomputed inside the
-///    backward's fused kernels from stored ones (matmul and reduction results), which
-///    lowers memory at the cost of repeating cheap arithmetic.
-enum class retention_policy { store_all, recompute_elementwise };
 
 }  // namespace luminal

@@ -274,34 +274,44 @@ class program {
     return n;
   }
   /// The retention set: one line per node, its op, type and shape, and whether the plan
-  /// keeps it in a buffer ("stored") or recomputes it inside backward kernels.
-  static std::vector<std::string> retained_nodes() {
+  /// keeps it in a buffer ("stored") or recomputes it inside backward kernels. Under
+  /// retention_policy::budget, for the extents of the last run: every forward buffer the
+  /// backward needs, "[kept]" or "[recomputed]" (its kernel runs again in the backward).
+  std::vector<std::string> retained_nodes() const {
     std::vector<std::string> lines;
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
-      if constexpr (layout::retained[I]) {
-        std::string label = detail::node_label<boost::mp11::mp_at_c<nodes, I>>(" ");
-        lines.push_back(label + (plan.stored[I] ? " [stored]" : " [recomputed]"));
+      using N = boost::mp11::mp_at_c<nodes, I>;
+      auto label = [] { return detail::node_label<N>(" "); };
+      if constexpr (layout::has_recompute_entries) {
+        require_ran();
+        bool forward_buffer = !plan.is_output[I] && plan.kernel_of[I] >= 0 && plan.kernel_of[I] < plan.boundary;
+        bool needed = plan.backward_last_use[I] >= 0 || retention_.last_recompute_read[I] >= 0;
+        if (forward_buffer && needed) lines.push_back(label() + (retention_.recompute[I] ? " [recomputed]" : " [kept]"));
+      } else if constexpr (layout::retained[I]) {
+        lines.push_back(label() + (plan.stored[I] ? " [stored]" : " [recomputed]"));
       }
     });
     return lines;
   }
-  /// Bytes the retained values occupy in buffers for the extents of the last run().
+  /// Bytes of the forward's buffers that stay live into the backward (the values it reads,
+  /// and those a recomputation or a recomputed elementwise value reads), for the extents
+  /// of the last run().
   std::size_t retained_bytes() const {
     require_ran();
-    return retained_bytes_for(dims_);
+    return retention_.retained_bytes;
   }
-  /// Bytes the retained values would occupy for the given symbol values, without running:
-  ///     prog.retained_bytes({{"Batch", 128}})
+  /// The same for the given symbol values, without running: prog.retained_bytes({{"Batch", 128}})
   std::size_t retained_bytes(std::initializer_list<std::pair<std::string_view, index_t>> values) const {
-    symbol_values symbols;
-    for (const auto& [name, value] : values) symbols.set(name, value);
-    std::vector<index_t> dims(node_count * max_rank, 0);
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
-      using N = boost::mp11::mp_at_c<nodes, I>;
-      if constexpr (layout::retained[I])
-        for (std::size_t k = 0; k < N::shape::rank; ++k) dims[I * max_rank + k] = resolve(N::shape::dims[k], symbols);
-    });
-    return retained_bytes_for(dims);
+    return retention_at(values).retained_bytes;
+  }
+  /// FLOPs the backward spends recomputing forward values (retention_policy::budget), for
+  /// the extents of the last run(), or, like retained_bytes, for given symbol values.
+  double recomputed_flops() const {
+    require_ran();
+    return retention_.recomputed_flops;
+  }
+  double recomputed_flops(std::initializer_list<std::pair<std::string_view, index_t>> values) const {
+    return retention_at(values).recomputed_flops;
   }
 
  private:
@@ -435,17 +445,15 @@ class program {
     });
   }
 
-  std::size_t retained_bytes_for(const std::vector<index_t>& dims) const {
-    std::size_t bytes = 0;
+  detail::recompute_choice retention_at(std::initializer_list<std::pair<std::string_view, index_t>> values) const {
+    symbol_values symbols;
+    for (const auto& [name, value] : values) symbols.set(name, value);
+    std::vector<index_t> dims(node_count * max_rank, 0);
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
       using N = boost::mp11::mp_at_c<nodes, I>;
-      if constexpr (layout::retained[I] && plan.stored[I]) {
-        std::size_t count = 1;
-        for (std::size_t k = 0; k < N::shape::rank; ++k) count *= std::size_t(dims[I * max_rank + k]);
-        bytes += count * sizeof(typename N::value_type);
-      }
+      for (std::size_t k = 0; k < N::shape::rank; ++k) dims[I * max_rank + k] = resolve(N::shape::dims[k], symbols);
     });
-    return bytes;
+    return detail::retention_for<layout>(dims);
   }
 
   std::size_t element_count(int id) const {
@@ -458,6 +466,7 @@ class program {
   /// kernel .. last reading kernel, widened to the groups that run as one loop) overlap
   /// get disjoint ranges; largest first.
   void replan() {
+    retention_ = detail::retention_for<layout>(dims_);  // which recompute entries run
     std::vector<buffer_request> requests;
     unshared_bytes_ = 0;
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
@@ -466,7 +475,10 @@ class program {
         if (external_[I]) return;
         std::size_t bytes = (element_count(I) * sizeof(typename N::value_type) + 63) / 64 * 64;
         using groups = detail::kernel_groups<layout>;
-        requests.push_back({int(I), bytes, groups::first_of(plan.kernel_of[I]), groups::last_of(std::max(plan.last_use[I], plan.kernel_of[I]))});
+        buffer_request& r = requests.emplace_back(buffer_request{int(I), bytes});
+        detail::set_lifetimes<layout>(retention_, int(I), r, [](int first, int last) {
+          return std::pair(groups::first_of(first), groups::last_of(last));
+        });
         unshared_bytes_ += bytes;
       }
     });
@@ -488,6 +500,8 @@ class program {
   /// the group's time is counted for that first kernel.
   template <int K, class Runner>
   void launch_kernel(Runner& runner) {
+    if constexpr (plan.is_recompute[K])
+      if (!retention_.recompute[plan.kernels[K]]) return;
     constexpr int group_end = detail::kernel_groups<layout>::end[K];
     if constexpr (group_end >= 0) {
       auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -535,6 +549,7 @@ class program {
     std::swap(kernel_seconds_, other.kernel_seconds_);
     std::swap(profiled_runs_, other.profiled_runs_);
     std::swap(exchange_, other.exchange_);
+    std::swap(retention_, other.retention_);
   }
   void release() noexcept {
     for (auto& b : bindings_)
@@ -560,6 +575,7 @@ class program {
   std::vector<double> kernel_seconds_;
   std::size_t profiled_runs_ = 0;
   detail::exchange_state exchange_;
+  detail::recompute_choice retention_;  // for the planned extents
 };
 
 /// Compiles the graph of `outputs` for backend B (host threads + BLAS by default).

@@ -95,3 +95,117 @@ TEST_CASE("forward and backward compile into one fused program", "[grad][plan]")
   // cotangent 0.5 * exp(xw) * ln2-scaled chain as ONE fused kernel, then x^T @ it.
   STATIC_REQUIRE(decltype(compile<host, retention_policy::recompute_elementwise>(loss, dw))::kernel_count() == 6);
 }
+
+namespace {
+/// A three-layer network's loss and weight gradients: eight forward buffers the backward
+/// reads (two GEMM results per layer and their activations), some recomputable.
+auto three_layer_loss_and_gradients() {
+  auto x = input<"x", f32>(shape<Batch, 16>);
+  auto w1 = param<"w1", f32>(shape<16, 32>);
+  auto w2 = param<"w2", f32>(shape<32, 24>);
+  auto w3 = param<"w3", f32>(shape<24, 4>);
+  auto h1 = tanh(matmul(x, w1));
+  auto h2 = sigmoid(matmul(h1, w2)) * c<2>;
+  auto loss = mean(square(tanh(matmul(h2, w3))));
+  auto [dw1, dw2, dw3] = grad(loss, w1, w2, w3);
+  return std::tuple(loss, dw1, dw2, dw3);
+}
+
+template <class Program>
+void run_three_layer(Program& prog, index_t batch) {
+  prog.bind("x", test::random_array<float>({std::size_t(batch), 16}, 21));
+  prog.bind("w1", test::random_array<float>({16, 32}, 22, -0.4, 0.4));
+  prog.bind("w2", test::random_array<float>({32, 24}, 23, -0.4, 0.4));
+  prog.bind("w3", test::random_array<float>({24, 4}, 24, -0.4, 0.4));
+  prog.run();
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("a retention budget keeps at most its bytes, recomputes the rest and gives the same gradients",
+                        "[grad][retention]", test_backends) {
+  auto compile_with = [](auto policy) {
+    return std::apply([](auto... outputs) { return compile<TestType, decltype(policy)::value>(outputs...); },
+                      three_layer_loss_and_gradients());
+  };
+  auto stored = compile_with(std::integral_constant<retention_policy, retention_policy::store_all>{});
+  auto nothing = compile_with(std::integral_constant<retention_policy, retention_policy::budget{0}>{});
+  auto some = compile_with(std::integral_constant<retention_policy, retention_policy::budget{3000}>{});
+  auto ample = compile_with(std::integral_constant<retention_policy, retention_policy::budget{1 << 20}>{});
+  for (index_t batch : {20, 7}) {  // the choice is made again for new extents
+    run_three_layer(stored, batch);
+    run_three_layer(nothing, batch);
+    run_three_layer(some, batch);
+    run_three_layer(ample, batch);
+    INFO("Batch = " << batch);
+    // Nothing kept: every value the backward reads is recomputed from the inputs.
+    REQUIRE(nothing.retained_bytes() == 0);
+    REQUIRE(nothing.recomputed_flops() > 0);
+    // Between: within the budget, and cheaper than recomputing everything.
+    REQUIRE(some.retained_bytes() <= 3000);
+    REQUIRE(some.recomputed_flops() < nothing.recomputed_flops());
+    // A budget above what store_all keeps recomputes nothing.
+    REQUIRE(ample.retained_bytes() == stored.retained_bytes());
+    REQUIRE(ample.recomputed_flops() == 0);
+    bool any_recomputed = false, all_kept = true;
+    for (const auto& line : nothing.retained_nodes()) any_recomputed |= line.find("[recomputed]") != std::string::npos;
+    for (const auto& line : ample.retained_nodes()) all_kept &= line.find("[kept]") != std::string::npos;
+    REQUIRE(any_recomputed);
+    REQUIRE(all_kept);
+    // The recomputed values are the forward's own kernels run again: identical results.
+    REQUIRE(bool(nothing.template output<1>() == stored.template output<1>()));
+    REQUIRE(bool(nothing.template output<2>() == stored.template output<2>()));
+    REQUIRE(bool(nothing.template output<3>() == stored.template output<3>()));
+    REQUIRE(bool(some.template output<1>() == stored.template output<1>()));
+    REQUIRE(bool(some.template output<3>() == stored.template output<3>()));
+    REQUIRE(bool(ample.template output<2>() == stored.template output<2>()));
+  }
+  // Without running: the bytes and FLOPs for other extents.
+  REQUIRE(some.retained_bytes({{"Batch", 200}}) <= 3000);
+  REQUIRE(some.recomputed_flops({{"Batch", 200}}) > some.recomputed_flops({{"Batch", 7}}));
+}
+
+TEST_CASE("the budget's choice matches brute force over every set of recomputed values", "[grad][retention]") {
+  auto prog = std::apply([](auto... outputs) { return compile<host, retention_policy::budget{0}>(outputs...); },
+                         three_layer_loss_and_gradients());
+  using layout = decltype(prog)::layout;
+  constexpr auto& plan = layout::plan;
+  std::vector<int> candidates;
+  for (std::size_t i = 0; i < layout::node_count; ++i)
+    if (plan.recompute_entry[i] >= 0) candidates.push_back(int(i));
+  REQUIRE(candidates.size() >= 8);
+  REQUIRE(candidates.size() <= 16);
+  // The extents table for Batch = 20, and each node's bytes and recompute FLOPs.
+  symbol_values symbols;
+  symbols.set("Batch", 20);
+  std::vector<index_t> dims(layout::node_count * layout::max_rank, 0);
+  boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layout::node_count>>([&](auto I) {
+    using N = boost::mp11::mp_at_c<layout::nodes, I>;
+    for (std::size_t k = 0; k < N::shape::rank; ++k) dims[I * layout::max_rank + k] = resolve(N::shape::dims[k], symbols);
+  });
+  auto [bytes, flops] = detail::node_costs<layout>(dims);
+  // Every subset: its kept bytes (by kept_bytes, not by the search's own bookkeeping) and work.
+  std::vector<std::pair<std::size_t, double>> subsets;
+  for (unsigned mask = 0; mask < (1u << candidates.size()); ++mask) {
+    std::vector<bool> recompute(layout::node_count);
+    double work = 0;
+    for (std::size_t c = 0; c < candidates.size(); ++c)
+      if (mask >> c & 1u) recompute[std::size_t(candidates[c])] = true, work += flops[std::size_t(candidates[c])];
+    subsets.emplace_back(detail::kept_bytes(plan, bytes, recompute), work);
+  }
+  std::vector<std::size_t> budgets{0};
+  for (const auto& [kept, work] : subsets) budgets.push_back(kept), budgets.push_back(kept + 1);
+  std::sort(budgets.begin(), budgets.end());
+  budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+  REQUIRE(budgets.size() > 10);
+  for (std::size_t budget : budgets) {
+    double least = -1;
+    for (const auto& [kept, work] : subsets)
+      if (kept <= budget && (least < 0 || work < least)) least = work;
+    auto choice = detail::choose_recomputation(plan, bytes, flops, budget);
+    INFO("budget " << budget << " bytes");
+    REQUIRE(choice.exact);
+    REQUIRE(choice.retained_bytes <= budget);
+    REQUIRE(choice.retained_bytes == detail::kept_bytes(plan, bytes, choice.recompute));
+    REQUIRE(choice.recomputed_flops == Approx(least).margin(1e-9));
+  }
+}

@@ -1,0 +1,117 @@
+// Rematerialization under a memory budget: the MLP and the CNN training steps of
+// train_step_bench (bench_models.hpp; Adam, batch 128) compiled with
+// retention_policy::store_all and with retention_policy::budget at three budgets. For each:
+// the bytes of forward buffers kept for the backward (retained), the program's whole arena,
+// the FLOPs the backward spends recomputing, the step time, and whether the losses of the
+// steps are those of store_all (they must be: a recomputation runs the forward's kernel again).
+//
+//     retention_budget_bench [--model mlp|cnn|both] [--reps R] [--batch B]
+//
+// Not in the default build (four CNN steps are heavy to compile):
+//     cmake --build build --target retention_budget_bench && build/benchmarks/retention_budget_bench
+//
+// The budgets are compile-time constants, chosen around what store_all keeps at batch 128
+// (about 0.53 MB for the MLP, 58 MB for the CNN): three quarters, a half, and a few percent.
+#include <cstdio>
+#include <cstring>
+#include <luminal/train.hpp>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "bench_models.hpp"
+
+using namespace luminal;
+
+namespace {
+
+struct row {
+  std::string policy;
+  std::size_t retained = 0, arena = 0;
+  double recomputed_gflop = 0, step_ms = 0;
+  int kernels = 0;
+  std::vector<float> losses;  // of the first steps, compared with store_all's
+};
+
+template <retention_policy Policy, class Model>
+row measure(const std::string& name, const Model& model, const xt::xarray<float>& x,
+            const xt::xarray<std::int32_t>& labels, int reps) {
+  auto step = compile_train_step<host, Policy>(model.loss(), adam{.lr = 1e-3f});
+  tensor_store initial;
+  model.initialize(initial, 1);
+  step.store().assign(initial);
+  step.bind("x", x);
+  step.bind("labels", labels);
+  row r{name};
+  for (int k = 0; k < 5; ++k) r.losses.push_back(step.run());
+  r.step_ms = bench::median_ms([&] { step.run(); }, reps, 0);
+  const auto& prog = step.program();
+  r.retained = prog.retained_bytes();
+  r.arena = prog.arena_bytes();
+  r.recomputed_gflop = prog.recomputed_flops() / 1e9;
+  r.kernels = prog.kernel_count();
+  return r;
+}
+
+void print(const char* title, const std::vector<row>& rows) {
+  std::printf("%s\n", title);
+  std::printf("  %-22s %12s %10s %14s %10s %9s %8s  %s\n", "policy", "retained MB", "arena MB", "recomputed GF",
+              "step ms", "vs store", "kernels", "losses = store_all's");
+  const row& base = rows.front();
+  for (const row& r : rows)
+    std::printf("  %-22s %12.3f %10.2f %14.3f %10.2f %8.2fx %8d  %s\n", r.policy.c_str(), r.retained / 1e6,
+                r.arena / 1e6, r.recomputed_gflop, r.step_ms, r.step_ms / base.step_ms, r.kernels,
+                r.losses == base.losses ? "yes" : "NO");
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model = "both";
+  int reps = 20, batch = 128;
+  for (int i = 1; i < argc; ++i) {
+    auto value = [&] {
+      if (i + 1 >= argc) throw std::invalid_argument(std::string(argv[i]) + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (!std::strcmp(argv[i], "--model")) model = value();
+    else if (!std::strcmp(argv[i], "--reps")) reps = std::stoi(value());
+    else if (!std::strcmp(argv[i], "--batch")) batch = std::stoi(value());
+    else {
+      std::fprintf(stderr, "usage: retention_budget_bench [--model mlp|cnn|both] [--reps R] [--batch B]\n");
+      return 2;
+    }
+  }
+  if (model != "mlp" && model != "cnn" && model != "both") {
+    std::fprintf(stderr, "retention_budget_bench: --model must be mlp, cnn or both, not '%s'\n", model.c_str());
+    return 2;
+  }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  std::uniform_int_distribution<std::int32_t> label(0, 9);
+  xt::xarray<float> x = xt::xarray<float>::from_shape({std::size_t(batch), 784});
+  xt::xarray<std::int32_t> labels = xt::xarray<std::int32_t>::from_shape({std::size_t(batch)});
+  for (auto& v : x) v = pixel(rng);
+  for (auto& v : labels) v = label(rng);
+  std::printf("retention_policy::budget, batch %d, median of %d steps, %d thread(s)\n\n", batch, reps,
+              int(thread_pool::instance().size()));
+  if (model != "cnn") {
+    bench::mlp m;
+    print("MLP 784-512-512-10, Adam",
+          {measure<retention_policy::store_all>("store_all", m, x, labels, reps),
+           measure<retention_policy::budget{400'000}>("budget 0.40 MB", m, x, labels, reps),
+           measure<retention_policy::budget{270'000}>("budget 0.27 MB", m, x, labels, reps),
+           measure<retention_policy::budget{20'000}>("budget 0.02 MB", m, x, labels, reps)});
+  }
+  if (model != "mlp") {
+    bench::cnn c;
+    print("CNN of examples/fashion_mnist, Adam",
+          {measure<retention_policy::store_all>("store_all", c, x, labels, reps),
+           measure<retention_policy::budget{44'000'000}>("budget 44 MB", c, x, labels, reps),
+           measure<retention_policy::budget{29'000'000}>("budget 29 MB", c, x, labels, reps),
+           measure<retention_policy::budget{4'000'000}>("budget 4 MB", c, x, labels, reps)});
+  }
+}

@@ -1,0 +1,257 @@
+// Rematerialization: which forward values stay in memory until the backward reads them,
+// and which the backward computes again. The plan gets a second, conditional kernel (a
+// recompute entry) for every forward buffer whose recomputation could lower what is kept;
+// once per set of extents, a run picks which of those execute (choose_recomputation), and
+// the arena gives a recomputed buffer two lifetimes at one address (arena.hpp).
+#pragma once
+#include <algorithm>
+#include <boost/mp11/algorithm.hpp>
+#include <cstddef>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "arena.hpp"
+#include "exceptions.hpp"
+#include "plan.hpp"
+
+namespace luminal {
+
+/// How the values the backward needs from the forward are kept.
+///  - store_all: every value the backward reads gets a buffer (the default; least work);
+///  - recompute_elementwise: retained elementwise values are recomputed inside the
+///    backward's fused kernels from stored ones (matmul and reduction results);
+///  - budget{bytes}: for each set of extents, the forward's buffers that stay live into
+///    the backward take at most `bytes`; the backward runs the forward's kernels again
+///    (GEMMs included) for the others, choosing the set that recomputes the fewest FLOPs.
+///
+///     auto step = compile_train_step<host, retention_policy::budget{16 << 20}>(loss, adam{});
+///     step.run();
+///     step.program().retained_bytes();    // <= 16 MiB
+///     step.program().recomputed_flops();  // the price
+struct retention_policy {
+  enum class mode { store_all, recompute_elementwise, budget };
+  mode kind = mode::store_all;
+  std::size_t budget_bytes = 0;
+
+  /// retention_policy::budget{bytes}: see above.
+  struct budget {
+    std::size_t bytes = 0;
+    constexpr operator retention_policy() const { return {mode::budget, bytes}; }  // NOLINT: a policy
+  };
+  static const retention_policy store_all, recompute_elementwise;
+  friend constexpr bool operator==(const retention_policy&, const retention_policy&) = default;
+};
+inline constexpr retention_policy retention_policy::store_all{retention_policy::mode::store_all, 0};
+inline constexpr retention_policy retention_policy::recompute_elementwise{retention_policy::mode::recompute_elementwise, 0};
+
+namespace detail {
+
+/// The plan with a recompute entry for every forward buffer the backward reads, and for
+/// every forward buffer such a recomputation reads in turn: each placed just before the
+/// first backward kernel (or recompute entry) that reads it.
+template <std::size_t N, std::size_t NumOutputs>
+constexpr plan_data<N, NumOutputs> add_recompute_entries(const std::array<node_info, N>& table,
+                                                         const std::array<int, NumOutputs>& outputs,
+                                                         plan_data<N, NumOutputs> plan) {
+  split_lifetimes(table, outputs, plan);
+  if (NumOutputs < 2) return plan;
+  const auto forward = reachable_from(table, outputs[0]);
+  auto recomputable = [&](int id) {
+    auto kind = table[id].kind;
+    return forward[id] && plan.stored[id] && kind != op_kind::input && kind != op_kind::exchange && !plan.is_output[id];
+  };
+  // first_reader: the first backward kernel reading a node; a candidate runs before it,
+  // and before the recompute entry of any candidate that reads it.
+  std::array<int, N> first_reader{};
+  for (auto& r : first_reader) r = plan.kernel_count;
+  for (int k = plan.kernel_count - 1; k >= plan.boundary; --k)
+    for_each_read(table, plan, plan.kernels[k], [&](int id) { first_reader[id] = k; });
+  std::array<bool, N> candidate{};
+  for (int i = int(N) - 1; i >= 0; --i) {
+    if (!candidate[i] && !(plan.backward_last_use[i] >= 0 && recomputable(i))) continue;
+    candidate[i] = true;
+    for_each_read(table, plan, i, [&](int id) {
+      if (!recomputable(id)) return;
+      candidate[id] = true;
+      first_reader[id] = first_reader[i] < first_reader[id] ? first_reader[i] : first_reader[id];
+    });
+  }
+  plan_data<N, NumOutputs> out = plan;
+  out.kernel_count = 0;
+  for (int k = 0; k <= plan.kernel_count; ++k) {
+    if (k >= plan.boundary)
+      for (std::size_t i = 0; i < N; ++i)  // ascending: a candidate before those reading it
+        if (candidate[i] && first_reader[i] == k) {
+          out.is_recompute[out.kernel_count] = true;
+          out.kernels[out.kernel_count++] = int(i);
+        }
+    if (k == plan.kernel_count) break;
+    out.is_recompute[out.kernel_count] = false;
+    out.kernels[out.kernel_count++] = plan.kernels[k];
+  }
+  split_lifetimes(table, outputs, out);
+  return out;
+}
+
+/// The FLOPs of the kernel computing node `id` for the given extents: 2 m n k per GEMM,
+/// otherwise the node's inline cost (the scalar work of its fused tree) per element it
+/// evaluates (for a reduction, per element of its input).
+template <std::size_t N, std::size_t NumOutputs>
+double kernel_flops(const std::array<node_info, N>& table, const plan_data<N, NumOutputs>& plan, const index_t* dims,
+                    std::size_t max_rank, int id) {
+  auto elements = [&](int node) {
+    double n = 1;
+    for (int k = 0; k < table[node].rank; ++k) n *= double(dims[std::size_t(node) * max_rank + std::size_t(k)]);
+    return n;
+  };
+  const node_info& info = table[id];
+  if (info.kind == op_kind::matmul) {
+    int a = info.children[0];
+    return 2 * elements(id) * double(dims[std::size_t(a) * max_rank + std::size_t(table[a].rank - 1)]);
+  }
+  if (info.kind == op_kind::reduce) return elements(info.children[0]) * plan.inline_cost[id];
+  return elements(id) * plan.inline_cost[id];
+}
+
+/// What a run keeps and recomputes for one set of extents.
+struct recompute_choice {
+  std::vector<bool> recompute;     // by node id: its recompute entry runs
+  std::size_t retained_bytes = 0;  // forward buffers live into the backward
+  double recomputed_flops = 0;
+  bool exact = true;               // false: the search stopped at its limit (best found kept)
+  std::vector<int> last_recompute_read;  // by node id: the last running recompute entry reading it, or -1
+};
+
+/// Bytes of the forward's buffers that stay live into the backward when the nodes marked
+/// in `recompute` are recomputed there: the buffers a backward kernel or a running
+/// recompute entry reads, less the recomputed ones (outputs, the caller's, not counted).
+template <std::size_t N, std::size_t NumOutputs>
+std::size_t kept_bytes(const plan_data<N, NumOutputs>& plan, const std::vector<double>& bytes,
+                       const std::vector<bool>& recompute) {
+  std::vector<bool> needed(N);
+  for (std::size_t i = 0; i < N; ++i) needed[i] = plan.backward_last_use[i] >= 0;
+  for (int r = 0; r < plan.recompute_read_count; ++r)
+    if (recompute[std::size_t(plan.kernels[plan.recompute_reads[r][0]])]) needed[std::size_t(plan.recompute_reads[r][1])] = true;
+  double total = 0;
+  for (std::size_t i = 0; i < N; ++i)
+    if (needed[i] && !recompute[i] && !plan.is_output[i] && plan.kernel_of[i] >= 0 && plan.kernel_of[i] < plan.boundary)
+      total += bytes[i];
+  return std::size_t(total);
+}
+
+/// The recompute entries to run under a budget of `budget` bytes: the set with the fewest
+/// recomputed FLOPs whose kept bytes fit, by branch and bound over the candidates from the
+/// last forward kernel back (a buffer a recomputation reads is decided after it). The
+/// bounds: kept bytes and recomputed FLOPs only grow along a branch. The search stops
+/// after `step_limit` branches with the best set found (exact = false); throws
+/// input_error when nothing fits.
+template <std::size_t N, std::size_t NumOutputs>
+recompute_choice choose_recomputation(const plan_data<N, NumOutputs>& plan, const std::vector<double>& bytes,
+                                      const std::vector<double>& flops, std::size_t budget,
+                                      long step_limit = 1L << 22) {
+  std::vector<int> candidates;
+  for (int i = int(N) - 1; i >= 0; --i)
+    if (plan.recompute_entry[i] >= 0) candidates.push_back(i);
+  std::vector<std::vector<int>> reads(N);
+  for (int r = 0; r < plan.recompute_read_count; ++r)
+    reads[std::size_t(plan.kernels[plan.recompute_reads[r][0]])].push_back(plan.recompute_reads[r][1]);
+  auto forward_buffer = [&](int i) { return !plan.is_output[i] && plan.kernel_of[i] >= 0 && plan.kernel_of[i] < plan.boundary; };
+  std::vector<int> demand(N, 0);  // recomputations chosen so far that read node i
+  double kept = 0;
+  for (std::size_t i = 0; i < N; ++i)
+    if (plan.backward_last_use[i] >= 0 && plan.recompute_entry[i] < 0 && forward_buffer(int(i))) kept += bytes[i];
+  std::vector<bool> current(N), best;
+  double best_flops = 0;
+  bool found = false, exact = true;
+  long steps = 0;
+  auto search = [&](auto&& self, std::size_t next, double kept_bytes, double work) -> void {
+    if (kept_bytes > double(budget) || (found && work >= best_flops)) return;
+    if (++steps > step_limit) { exact = false; return; }
+    if (next == candidates.size()) {
+      best = current, best_flops = work, found = true;
+      return;
+    }
+    const int u = candidates[next];
+    if (plan.backward_last_use[u] < 0 && demand[u] == 0) return self(self, next + 1, kept_bytes, work);
+    self(self, next + 1, kept_bytes + bytes[u], work);  // keep it
+    double added = 0;                                     // or recompute it
+    for (int r : reads[u])
+      if (demand[r]++ == 0 && plan.backward_last_use[r] < 0 && plan.recompute_entry[r] < 0 && forward_buffer(r))
+        added += bytes[r];
+    current[u] = true;
+    self(self, next + 1, kept_bytes + added, work + flops[u]);
+    current[u] = false;
+    for (int r : reads[u]) --demand[r];
+  };
+  search(search, 0, kept, 0.0);
+  if (!found) {
+    std::vector<bool> all(N);
+    for (int u : candidates) all[u] = true;
+    throw input_error("luminal: retention_policy::budget of " + std::to_string(budget) +
+                      " bytes cannot be met at these extents: even recomputing every forward value it can, "
+                      "the backward keeps " + std::to_string(kept_bytes(plan, bytes, all)) + " bytes");
+  }
+  return {best, kept_bytes(plan, bytes, best), best_flops, exact, {}};
+}
+
+/// Per node of program Layout, for the extents table `dims`: its buffer's bytes, and the
+/// FLOPs of its recompute entry (0 without one).
+template <class Layout>
+std::pair<std::vector<double>, std::vector<double>> node_costs(const std::vector<index_t>& dims) {
+  constexpr std::size_t n = Layout::node_count;
+  std::vector<double> bytes(n), flops(n);
+  boost::mp11::mp_for_each<boost::mp11::mp_iota_c<n>>([&](auto I) {
+    using N = boost::mp11::mp_at_c<typename Layout::nodes, I>;
+    double count = 1;
+    for (std::size_t k = 0; k < N::shape::rank; ++k) count *= double(dims[I * Layout::max_rank + k]);
+    bytes[I] = count * double(sizeof(typename N::value_type));
+    if (Layout::plan.recompute_entry[I] >= 0)
+      flops[I] = kernel_flops(Layout::table, Layout::plan, dims.data(), Layout::max_rank, int(I));
+  });
+  return {std::move(bytes), std::move(flops)};
+}
+
+/// What program Layout keeps and recomputes for the extents table `dims`: under a budget
+/// the cheapest set that fits (choose_recomputation), otherwise no recompute entries.
+template <class Layout>
+recompute_choice retention_for(const std::vector<index_t>& dims) {
+  constexpr auto& plan = Layout::plan;
+  constexpr std::size_t n = Layout::node_count;
+  auto [bytes, flops] = node_costs<Layout>(dims);
+  recompute_choice choice;
+  if constexpr (Layout::has_recompute_entries) {
+    choice = choose_recomputation(plan, bytes, flops, Layout::policy.budget_bytes);
+  } else {
+    choice.recompute.assign(n, false);
+    choice.retained_bytes = kept_bytes(plan, bytes, choice.recompute);
+  }
+  choice.last_recompute_read.assign(n, -1);
+  for (int r = 0; r < plan.recompute_read_count; ++r) {
+    auto [k, id] = plan.recompute_reads[r];
+    if (choice.recompute[std::size_t(plan.kernels[k])])
+      choice.last_recompute_read[std::size_t(id)] = std::max(choice.last_recompute_read[std::size_t(id)], k);
+  }
+  return choice;
+}
+
+/// The kernels during which stored node `id` holds its value under `choice`, written into
+/// r's lifetimes (a recomputed value has two), each widened by `widen` (first, last) to
+/// the loops that run several kernels as one.
+template <class Layout, class Widen>
+void set_lifetimes(const recompute_choice& choice, int id, buffer_request& r, Widen&& widen) {
+  constexpr auto& plan = Layout::plan;
+  const int made = plan.kernel_of[id];
+  const int backward_end = std::max(plan.backward_last_use[id], choice.last_recompute_read[std::size_t(id)]);
+  if (choice.recompute[std::size_t(id)]) {
+    std::tie(r.first_kernel, r.last_kernel) = widen(made, std::max(made, plan.forward_last_use[id]));
+    const int again = plan.recompute_entry[id];
+    std::tie(r.first_again, r.last_again) = widen(again, std::max(again, backward_end));
+  } else {
+    std::tie(r.first_kernel, r.last_kernel) = widen(made, std::max({made, plan.forward_last_use[id], backward_end}));
+  }
+}
+
+}  // namespace detail
+}  // namespace luminal
