@@ -11,9 +11,13 @@
 //     cmake --build build --target retention_budget_bench && build/benchmarks/retention_budget_bench
 //
 // The budgets are compile-time constants, chosen around what store_all keeps at batch 128
-// (about 0.53 MB for the MLP, 58 MB for the CNN): three quarters, a half, and a few percent.
+// (0.53 MB for the MLP, 58 MB for the CNN). The steps are compiled first and then timed in
+// turns (five rounds), so that the machine's drift reaches them alike.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <luminal/train.hpp>
 #include <random>
 #include <stdexcept>
@@ -32,26 +36,29 @@ struct row {
   std::size_t retained = 0, arena = 0;
   double recomputed_gflop = 0, step_ms = 0;
   int kernels = 0;
-  std::vector<float> losses;  // of the first steps, compared with store_all's
+  std::vector<float> losses;     // of the first steps, compared with store_all's
+  std::function<void()> step;    // one more training step
+  std::vector<double> round_ms;  // the step's median time in each round
 };
 
 template <retention_policy Policy, class Model>
-row measure(const std::string& name, const Model& model, const xt::xarray<float>& x,
-            const xt::xarray<std::int32_t>& labels, int reps) {
-  auto step = compile_train_step<host, Policy>(model.loss(), adam{.lr = 1e-3f});
+row prepare(const std::string& name, const Model& model, const xt::xarray<float>& x,
+            const xt::xarray<std::int32_t>& labels) {
+  using step_type = decltype(compile_train_step<host, Policy>(model.loss(), adam{.lr = 1e-3f}));
+  std::shared_ptr<step_type> step(new step_type(compile_train_step<host, Policy>(model.loss(), adam{.lr = 1e-3f})));
   tensor_store initial;
   model.initialize(initial, 1);
-  step.store().assign(initial);
-  step.bind("x", x);
-  step.bind("labels", labels);
+  step->store().assign(initial);
+  step->bind("x", x);
+  step->bind("labels", labels);
   row r{name};
-  for (int k = 0; k < 5; ++k) r.losses.push_back(step.run());
-  r.step_ms = bench::median_ms([&] { step.run(); }, reps, 0);
-  const auto& prog = step.program();
+  for (int k = 0; k < 5; ++k) r.losses.push_back(step->run());
+  const auto& prog = step->program();
   r.retained = prog.retained_bytes();
   r.arena = prog.arena_bytes();
   r.recomputed_gflop = prog.recomputed_flops() / 1e9;
   r.kernels = prog.kernel_count();
+  r.step = [step] { step->run(); };
   return r;
 }
 
@@ -67,11 +74,34 @@ void print(const char* title, const std::vector<row>& rows) {
   std::printf("\n");
 }
 
+/// store_all, then each budget in turn, one table. The steps are timed in turns, `rounds`
+/// rounds of reps / rounds steps each, so that the machine's drift reaches them alike.
+template <std::size_t... Budgets, class Model>
+void compare(const char* title, const Model& model, const xt::xarray<float>& x, const xt::xarray<std::int32_t>& labels,
+             int reps) {
+  auto name = [](std::size_t bytes) {
+    char text[48];
+    std::snprintf(text, sizeof text, "budget %.2f MB", double(bytes) / 1e6);
+    return std::string(text);
+  };
+  std::vector<row> rows;
+  rows.push_back(prepare<retention_policy::store_all>("store_all", model, x, labels));
+  (rows.push_back(prepare<retention_policy::budget{Budgets}>(name(Budgets), model, x, labels)), ...);
+  const int rounds = 5;
+  for (int round = 0; round < rounds; ++round)
+    for (row& r : rows) r.round_ms.push_back(bench::median_ms(r.step, std::max(1, reps / rounds), 1));
+  for (row& r : rows) {
+    std::sort(r.round_ms.begin(), r.round_ms.end());
+    r.step_ms = r.round_ms[r.round_ms.size() / 2];
+  }
+  print(title, rows);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model = "both";
-  int reps = 20, batch = 128;
+  int reps = 40, batch = 128;
   for (int i = 1; i < argc; ++i) {
     auto value = [&] {
       if (i + 1 >= argc) throw std::invalid_argument(std::string(argv[i]) + " needs a value");
@@ -96,22 +126,9 @@ int main(int argc, char** argv) {
   xt::xarray<std::int32_t> labels = xt::xarray<std::int32_t>::from_shape({std::size_t(batch)});
   for (auto& v : x) v = pixel(rng);
   for (auto& v : labels) v = label(rng);
-  std::printf("retention_policy::budget, batch %d, median of %d steps, %d thread(s)\n\n", batch, reps,
-              int(thread_pool::instance().size()));
-  if (model != "cnn") {
-    bench::mlp m;
-    print("MLP 784-512-512-10, Adam",
-          {measure<retention_policy::store_all>("store_all", m, x, labels, reps),
-           measure<retention_policy::budget{400'000}>("budget 0.40 MB", m, x, labels, reps),
-           measure<retention_policy::budget{270'000}>("budget 0.27 MB", m, x, labels, reps),
-           measure<retention_policy::budget{20'000}>("budget 0.02 MB", m, x, labels, reps)});
-  }
-  if (model != "mlp") {
-    bench::cnn c;
-    print("CNN of examples/fashion_mnist, Adam",
-          {measure<retention_policy::store_all>("store_all", c, x, labels, reps),
-           measure<retention_policy::budget{44'000'000}>("budget 44 MB", c, x, labels, reps),
-           measure<retention_policy::budget{29'000'000}>("budget 29 MB", c, x, labels, reps),
-           measure<retention_policy::budget{4'000'000}>("budget 4 MB", c, x, labels, reps)});
-  }
+  std::printf("retention_policy::budget, batch %d, %d thread(s); step ms: the median over 5 rounds of each round's "
+              "median of %d steps\n\n", batch, int(thread_pool::instance().size()), std::max(1, reps / 5));
+  if (model != "cnn") compare<525'000, 270'000, 20'000>("MLP 784-512-512-10, Adam", bench::mlp{}, x, labels, reps);
+  if (model != "mlp")
+    compare<44'000'000, 29'000'000, 4'000'000>("CNN of examples/fashion_mnist, Adam", bench::cnn{}, x, labels, reps);
 }
