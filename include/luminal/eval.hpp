@@ -8,6 +8,7 @@
 #include <boost/mp11/algorithm.hpp>
 
 #include "flat.hpp"
+#include "node_extents.hpp"
 #include "ops/view.hpp"
 #include "rematerialize.hpp"
 
@@ -43,6 +44,10 @@ struct program_layout {
     for (const auto& info : table) r = std::size_t(info.rank) > r ? std::size_t(info.rank) : r;
     return r;
   }();
+  /// Every node's extents from the symbol values (node_extents.hpp).
+  using extents = detail::node_extents<Nodes, max_rank>;
+  /// The arena's buffers and the kernels that use each (rematerialize.hpp).
+  static constexpr auto buffers = detail::arena_buffers<detail::arena_buffer_count(table, plan)>(table, plan);
   template <class N>
   static constexpr int id = node_id<Nodes, N>;
 };

@@ -8,8 +8,19 @@
 // was gigabytes of text). Every backend's kernels are templates over this one form.
 //
 //     using P = flat::program_of<Layout>;   // Layout: a program_layout (eval.hpp)
+//
+// Under GCC and Clang, program_of names the flat program by a 128-bit hash of its type:
+// flat::keyed<H1, H2> derives from it, so kernels see the same members, but every kernel
+// and evaluator function is mangled with two numbers instead of the whole program. The
+// compiler's mangler looks each part of a name up among the parts before it, so a name
+// that spells a program of n nodes costs n squared; with thousands of such names it was
+// most of a training step's compile time. (nvcc keeps the plain type: its front end and
+// the host compiler would hash different spellings.)
 #pragma once
 #include <boost/mp11/algorithm.hpp>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "graph.hpp"
@@ -73,8 +84,59 @@ template <int First, int Second, int... Rest>
 constexpr int second(std::integer_sequence<int, First, Second, Rest...>) { return Second; }
 }  // namespace detail
 
-/// The flat copy of a program_layout's graph.
+/// The flat copy of a program_layout's graph, spelled out.
 template <class Layout>
-using program_of = decltype(detail::program_of<Layout>(std::make_index_sequence<Layout::node_count>{}));
+using program_type_of = decltype(detail::program_of<Layout>(std::make_index_sequence<Layout::node_count>{}));
+
+#if defined(__CUDACC__) || !(defined(__GNUC__) || defined(__clang__))
+template <class Layout>
+using program_of = program_type_of<Layout>;
+#else
+// In an unnamed namespace: a key and the kernels named by it are each translation unit's
+// own. Two types that print alike but are not the same (types of one name in the unnamed
+// namespaces of two files) then cannot share kernels through one key; within a file, two
+// programs with one key would be a compile error (keyed_type defined twice), not a silent
+// mix-up.
+namespace {
+namespace key_detail {
+/// A hash of the compiler's spelling of T: FNV-1a's steps from `basis` with multiplier
+/// `prime` (two such hashes make the key).
+template <class T>
+constexpr std::uint64_t type_hash(std::uint64_t basis, std::uint64_t prime) {
+  std::string_view name = __PRETTY_FUNCTION__;
+  std::uint64_t h = basis;
+  for (char c : name) h = (h ^ std::uint64_t(static_cast<unsigned char>(c))) * prime;
+  return h;
+}
+// A program's key (H1, H2) names its type through a friend function that only the key's
+// binding defines: key_tag declares it, key_binding<P, ...> gives its body, returning P.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-template-friend"
+template <std::uint64_t H1, std::uint64_t H2>
+struct key_tag {
+  friend constexpr auto keyed_type(key_tag);
+};
+#pragma GCC diagnostic pop
+template <class P, std::uint64_t H1, std::uint64_t H2>
+struct key_binding {
+  friend constexpr auto keyed_type(key_tag<H1, H2>) { return std::type_identity<P>{}; }
+};
+}  // namespace key_detail
+
+/// Program P by its key: all of P's members, a short name.
+template <std::uint64_t H1, std::uint64_t H2>
+struct keyed : decltype(keyed_type(key_detail::key_tag<H1, H2>{}))::type {};
+
+namespace key_detail {
+template <class P, std::uint64_t H1 = type_hash<P>(0xcbf29ce484222325ull, 0x100000001b3ull),
+          std::uint64_t H2 = type_hash<P>(0x6a09e667f3bcc909ull, 0x9e3779b97f4a7c15ull),
+          std::size_t = sizeof(key_binding<P, H1, H2>)>
+auto keyed_program() -> keyed<H1, H2>;
+}  // namespace key_detail
+}  // namespace
+
+template <class Layout>
+using program_of = decltype(key_detail::keyed_program<program_type_of<Layout>>());
+#endif
 
 }  // namespace luminal::flat

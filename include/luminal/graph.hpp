@@ -72,6 +72,7 @@ struct node_info {
   std::array<int, 3> children{-1, -1, -1};
   int cost = 1;               // scalar work to recompute this node inline, before fusion
   int rank = 0;
+  int element_bytes = 0;      // sizeof its element type
   bool is_last_two_transpose = false;  // a Permute that swaps only the last two axes
   bool is_batch_expand = false;        // an Expand that leaves the last two axes alone
   int expansion = 1;                   // an Expand: how many times it reads each element
@@ -144,6 +145,7 @@ constexpr node_info make_info() {
   info.kind = N::kind;
   info.cost = op_cost<N>();
   info.rank = int(N::shape::rank);
+  info.element_bytes = int(sizeof(typename N::value_type));
   info.is_last_two_transpose = last_two_transpose<N>();
   info.is_batch_expand = batch_expand<N>();
   info.expansion = expansion<N>();

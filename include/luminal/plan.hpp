@@ -24,10 +24,9 @@ struct plan_data {
   std::array<bool, 2 * N> is_recompute{};
   int kernel_count = 0;
   std::array<int, N> kernel_of{};      // kernel index producing node i (the forward's), or -1
-  std::array<int, N> last_use{};       // last kernel index that reads node i
   std::array<int, N> gemm_base{};      // for a matmul operand chain: the stored base
-  // With recompute entries (rematerialize.hpp) a run decides which of them execute, and
-  // lifetimes follow from these instead of last_use:
+  // Lifetimes (split_lifetimes). With recompute entries (rematerialize.hpp) a run decides
+  // which of them execute, and a recomputed value lives twice:
   int boundary = 0;                    // the first kernel of the backward
   std::array<int, N> recompute_entry{};     // node i's recompute kernel, or -1
   std::array<int, N> forward_last_use{};    // last forward kernel reading i, or -1
@@ -101,15 +100,14 @@ constexpr void split_lifetimes(const std::array<node_info, N>& table, const std:
         break;
       }
   for (std::size_t i = 0; i < N; ++i) {
-    plan.kernel_of[i] = plan.recompute_entry[i] = plan.last_use[i] = -1;
+    plan.kernel_of[i] = plan.recompute_entry[i] = -1;
     plan.forward_last_use[i] = plan.backward_last_use[i] = -1;
   }
   plan.recompute_read_count = 0;
   for (int k = 0; k < plan.kernel_count; ++k) {
     const int root = plan.kernels[k];
     (plan.is_recompute[k] ? plan.recompute_entry[root] : plan.kernel_of[root]) = k;
-    for_each_read(table, plan, root, [&](int id) {
-      plan.last_use[id] = k;  // kernels are walked in run order
+    for_each_read(table, plan, root, [&](int id) {  // kernels are walked in run order
       if (plan.is_recompute[k]) {
         if (table[id].kind == op_kind::input) return;
         if (plan.recompute_read_count == int(2 * N)) throw "luminal: too many reads by recompute kernels";
@@ -119,7 +117,7 @@ constexpr void split_lifetimes(const std::array<node_info, N>& table, const std:
       }
     });
   }
-  for (int id : outputs) plan.last_use[id] = plan.backward_last_use[id] = plan.kernel_count;  // read by the caller
+  for (int id : outputs) plan.backward_last_use[id] = plan.kernel_count;  // read by the caller
 }
 
 template <std::size_t N, std::size_t NumOutputs>
@@ -132,7 +130,6 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
     plan.stored[i] = plan.is_output[i] || force_stored[i] || kind == op_kind::input ||
                      kind == op_kind::reduce || kind == op_kind::matmul || kind == op_kind::exchange;
     plan.gemm_base[i] = -1;
-    plan.kernel_of[i] = -1;
   }
   // GEMM reads memory: the base of each operand chain must be stored.
   for (std::size_t i = 0; i < N; ++i) {
@@ -167,12 +164,9 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
       plan.inline_cost[i] = 1;
     }
   }
-  for (std::size_t i = 0; i < N; ++i) {
-    if (!plan.stored[i] || table[i].kind == op_kind::input) continue;
-    plan.kernel_of[i] = plan.kernel_count;
-    plan.kernels[plan.kernel_count++] = int(i);
-  }
-  split_lifetimes(table, outputs, plan);
+  for (std::size_t i = 0; i < N; ++i)
+    if (plan.stored[i] && table[i].kind != op_kind::input) plan.kernels[plan.kernel_count++] = int(i);
+  split_lifetimes(table, outputs, plan);  // kernel_of and the lifetimes
   return plan;
 }
 

@@ -278,17 +278,17 @@ class program {
   /// retention_policy::budget, for the extents of the last run: every forward buffer the
   /// backward needs, "[kept]" or "[recomputed]" (its kernel runs again in the backward).
   std::vector<std::string> retained_nodes() const {
+    if constexpr (layout::has_recompute_entries) require_ran();
     std::vector<std::string> lines;
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
-      using N = boost::mp11::mp_at_c<nodes, I>;
-      auto label = [] { return detail::node_label<N>(" "); };
       if constexpr (layout::has_recompute_entries) {
-        require_ran();
-        bool forward_buffer = !plan.is_output[I] && plan.kernel_of[I] >= 0 && plan.kernel_of[I] < plan.boundary;
         bool needed = plan.backward_last_use[I] >= 0 || retention_.last_recompute_read[I] >= 0;
-        if (forward_buffer && needed) lines.push_back(label() + (retention_.recompute[I] ? " [recomputed]" : " [kept]"));
+        if (detail::is_forward_buffer(plan, int(I)) && needed)
+          lines.push_back(detail::node_label<boost::mp11::mp_at_c<nodes, I>>(" ") +
+                          (retention_.recompute[I] ? " [recomputed]" : " [kept]"));
       } else if constexpr (layout::retained[I]) {
-        lines.push_back(label() + (plan.stored[I] ? " [stored]" : " [recomputed]"));
+        lines.push_back(detail::node_label<boost::mp11::mp_at_c<nodes, I>>(" ") +
+                        (plan.stored[I] ? " [stored]" : " [recomputed]"));
       }
     });
     return lines;
@@ -436,23 +436,13 @@ class program {
     return 0;
   }
 
-  void compute_dims() {
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
-      using N = boost::mp11::mp_at_c<nodes, I>;
-      index_t* row = dims_.data() + I * max_rank;
-      for (std::size_t k = 0; k < N::shape::rank; ++k) row[k] = resolve(N::shape::dims[k], symbols_);
-      if constexpr (N::kind == op_kind::extent) row[0] = resolve(N::dim, symbols_);
-    });
-  }
+  void compute_dims() { layout::extents::resolve_all(symbols_, dims_.data()); }
 
   detail::recompute_choice retention_at(std::initializer_list<std::pair<std::string_view, index_t>> values) const {
     symbol_values symbols;
     for (const auto& [name, value] : values) symbols.set(name, value);
     std::vector<index_t> dims(node_count * max_rank, 0);
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
-      using N = boost::mp11::mp_at_c<nodes, I>;
-      for (std::size_t k = 0; k < N::shape::rank; ++k) dims[I * max_rank + k] = resolve(N::shape::dims[k], symbols);
-    });
+    layout::extents::resolve_all(symbols, dims.data());
     return detail::retention_for<layout>(dims);
   }
 
@@ -468,20 +458,14 @@ class program {
   void replan() {
     retention_ = detail::retention_for<layout>(dims_);  // which recompute entries run
     std::vector<buffer_request> requests;
+    requests.reserve(layout::buffers.size());
     unshared_bytes_ = 0;
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
-      using N = boost::mp11::mp_at_c<nodes, I>;
-      if constexpr (plan.stored[I] && N::kind != op_kind::input) {
-        if (external_[I]) return;
-        std::size_t bytes = (element_count(I) * sizeof(typename N::value_type) + 63) / 64 * 64;
-        using groups = detail::kernel_groups<layout>;
-        buffer_request& r = requests.emplace_back(buffer_request{int(I), bytes});
-        detail::set_lifetimes<layout>(retention_, int(I), r, [](int first, int last) {
-          return std::pair(groups::first_of(first), groups::last_of(last));
-        });
-        unshared_bytes_ += bytes;
-      }
-    });
+    for (const detail::buffer_span& s : layout::buffers) {
+      if (external_[std::size_t(s.id)]) continue;
+      std::size_t bytes = (element_count(s.id) * std::size_t(layout::table[s.id].element_bytes) + 63) / 64 * 64;
+      detail::set_lifetimes(retention_, s, requests.emplace_back(buffer_request{s.id, bytes}), &widen_to_groups);
+      unshared_bytes_ += bytes;
+    }
     std::size_t total = place_in_arena(requests);
     if (total > arena_capacity_) {
       if (arena_) backend_.deallocate(arena_);
@@ -493,6 +477,12 @@ class program {
     backend_.to_device(dims_device_, dims_.data(), dims_.size() * sizeof(index_t));
     planned_dims_ = dims_;
     planned_ = true;
+  }
+
+  /// A lifetime (first, last kernel) widened to the groups that run as one loop.
+  static std::pair<int, int> widen_to_groups(int first, int last) {
+    using groups = detail::kernel_groups<layout>;
+    return {groups::first_of(first), groups::last_of(last)};
   }
 
   /// Launches kernel K of the plan, or the group of kernels that K starts as one loop

@@ -5,7 +5,6 @@
 // the arena gives a recomputed buffer two lifetimes at one address (arena.hpp).
 #pragma once
 #include <algorithm>
-#include <boost/mp11/algorithm.hpp>
 #include <cstddef>
 #include <string>
 #include <tuple>
@@ -48,14 +47,20 @@ inline constexpr retention_policy retention_policy::recompute_elementwise{retent
 
 namespace detail {
 
+/// Whether node i's buffer is the forward's to keep or recompute: a forward kernel makes
+/// it and it is not an output (outputs are the caller's).
+template <std::size_t N, std::size_t NumOutputs>
+constexpr bool is_forward_buffer(const plan_data<N, NumOutputs>& plan, int i) {
+  return !plan.is_output[i] && plan.kernel_of[i] >= 0 && plan.kernel_of[i] < plan.boundary;
+}
+
 /// The plan with a recompute entry for every forward buffer the backward reads, and for
 /// every forward buffer such a recomputation reads in turn: each placed just before the
 /// first backward kernel (or recompute entry) that reads it.
 template <std::size_t N, std::size_t NumOutputs>
 constexpr plan_data<N, NumOutputs> add_recompute_entries(const std::array<node_info, N>& table,
                                                          const std::array<int, NumOutputs>& outputs,
-                                                         plan_data<N, NumOutputs> plan) {
-  split_lifetimes(table, outputs, plan);
+                                                         const plan_data<N, NumOutputs>& plan) {
   if (NumOutputs < 2) return plan;
   const auto forward = reachable_from(table, outputs[0]);
   auto recomputable = [&](int id) {
@@ -136,8 +141,7 @@ std::size_t kept_bytes(const plan_data<N, NumOutputs>& plan, const std::vector<d
     if (recompute[std::size_t(plan.kernels[plan.recompute_reads[r][0]])]) needed[std::size_t(plan.recompute_reads[r][1])] = true;
   double total = 0;
   for (std::size_t i = 0; i < N; ++i)
-    if (needed[i] && !recompute[i] && !plan.is_output[i] && plan.kernel_of[i] >= 0 && plan.kernel_of[i] < plan.boundary)
-      total += bytes[i];
+    if (needed[i] && !recompute[i] && is_forward_buffer(plan, int(i))) total += bytes[i];
   return std::size_t(total);
 }
 
@@ -157,11 +161,10 @@ recompute_choice choose_recomputation(const plan_data<N, NumOutputs>& plan, cons
   std::vector<std::vector<int>> reads(N);
   for (int r = 0; r < plan.recompute_read_count; ++r)
     reads[std::size_t(plan.kernels[plan.recompute_reads[r][0]])].push_back(plan.recompute_reads[r][1]);
-  auto forward_buffer = [&](int i) { return !plan.is_output[i] && plan.kernel_of[i] >= 0 && plan.kernel_of[i] < plan.boundary; };
   std::vector<int> demand(N, 0);  // recomputations chosen so far that read node i
   double kept = 0;
   for (std::size_t i = 0; i < N; ++i)
-    if (plan.backward_last_use[i] >= 0 && plan.recompute_entry[i] < 0 && forward_buffer(int(i))) kept += bytes[i];
+    if (plan.backward_last_use[i] >= 0 && plan.recompute_entry[i] < 0 && is_forward_buffer(plan, int(i))) kept += bytes[i];
   std::vector<bool> current(N), best;
   double best_flops = 0;
   bool found = false, exact = true;
@@ -178,7 +181,7 @@ recompute_choice choose_recomputation(const plan_data<N, NumOutputs>& plan, cons
     self(self, next + 1, kept_bytes + bytes[u], work);  // keep it
     double added = 0;                                     // or recompute it
     for (int r : reads[u])
-      if (demand[r]++ == 0 && plan.backward_last_use[r] < 0 && plan.recompute_entry[r] < 0 && forward_buffer(r))
+      if (demand[r]++ == 0 && plan.backward_last_use[r] < 0 && plan.recompute_entry[r] < 0 && is_forward_buffer(plan, r))
         added += bytes[r];
     current[u] = true;
     self(self, next + 1, kept_bytes + added, work + flops[u]);
@@ -196,60 +199,97 @@ recompute_choice choose_recomputation(const plan_data<N, NumOutputs>& plan, cons
   return {best, kept_bytes(plan, bytes, best), best_flops, exact, {}};
 }
 
-/// Per node of program Layout, for the extents table `dims`: its buffer's bytes, and the
+/// Bytes of node `id`'s value for the extents table `dims` (rows of max_rank).
+template <std::size_t N>
+double node_bytes(const std::array<node_info, N>& table, const index_t* dims, std::size_t max_rank, int id) {
+  double count = table[id].element_bytes;
+  for (int k = 0; k < table[id].rank; ++k) count *= double(dims[std::size_t(id) * max_rank + std::size_t(k)]);
+  return count;
+}
+
+/// Per node of program Layout, for the extents table `dims`: its value's bytes, and the
 /// FLOPs of its recompute entry (0 without one).
 template <class Layout>
 std::pair<std::vector<double>, std::vector<double>> node_costs(const std::vector<index_t>& dims) {
   constexpr std::size_t n = Layout::node_count;
   std::vector<double> bytes(n), flops(n);
-  boost::mp11::mp_for_each<boost::mp11::mp_iota_c<n>>([&](auto I) {
-    using N = boost::mp11::mp_at_c<typename Layout::nodes, I>;
-    double count = 1;
-    for (std::size_t k = 0; k < N::shape::rank; ++k) count *= double(dims[I * Layout::max_rank + k]);
-    bytes[I] = count * double(sizeof(typename N::value_type));
-    if (Layout::plan.recompute_entry[I] >= 0)
-      flops[I] = kernel_flops(Layout::table, Layout::plan, dims.data(), Layout::max_rank, int(I));
-  });
+  for (std::size_t i = 0; i < n; ++i) {
+    bytes[i] = node_bytes(Layout::table, dims.data(), Layout::max_rank, int(i));
+    if (Layout::plan.recompute_entry[i] >= 0)
+      flops[i] = kernel_flops(Layout::table, Layout::plan, dims.data(), Layout::max_rank, int(i));
+  }
   return {std::move(bytes), std::move(flops)};
 }
 
+/// A buffer of the arena (every stored node but the inputs, which the caller binds) and
+/// the kernels that use it: made by kernel `made`, read by the forward until
+/// `forward_end` and by the backward until `backward_end` (-1: never), computed again by
+/// kernel `again` (-1: it has no recompute entry).
+struct buffer_span {
+  int id = 0, made = 0, forward_end = 0, backward_end = -1, again = -1;
+  bool forward_buffer = false;  // is_forward_buffer: retention counts it
+};
+template <std::size_t N, std::size_t NumOutputs>
+constexpr std::size_t arena_buffer_count(const std::array<node_info, N>& table, const plan_data<N, NumOutputs>& plan) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < N; ++i) count += plan.stored[i] && table[i].kind != op_kind::input;
+  return count;
+}
+/// The buffer_spans of a plan, by node id; program_layout::buffers holds them.
+template <std::size_t Count, std::size_t N, std::size_t NumOutputs>
+constexpr std::array<buffer_span, Count> arena_buffers(const std::array<node_info, N>& table,
+                                                       const plan_data<N, NumOutputs>& plan) {
+  std::array<buffer_span, Count> spans{};
+  std::size_t j = 0;
+  for (int i = 0; i < int(N); ++i) {
+    if (!plan.stored[i] || table[i].kind == op_kind::input) continue;
+    const int made = plan.kernel_of[i];
+    spans[j++] = {i, made, std::max(made, plan.forward_last_use[i]), plan.backward_last_use[i], plan.recompute_entry[i],
+                  is_forward_buffer(plan, i)};
+  }
+  return spans;
+}
+
 /// What program Layout keeps and recomputes for the extents table `dims`: under a budget
-/// the cheapest set that fits (choose_recomputation), otherwise no recompute entries.
+/// the cheapest set that fits (choose_recomputation); otherwise it runs no recompute
+/// entries and `recompute` and `last_recompute_read` stay empty.
 template <class Layout>
 recompute_choice retention_for(const std::vector<index_t>& dims) {
-  constexpr auto& plan = Layout::plan;
-  constexpr std::size_t n = Layout::node_count;
-  auto [bytes, flops] = node_costs<Layout>(dims);
+  constexpr auto& table = Layout::table;
   recompute_choice choice;
   if constexpr (Layout::has_recompute_entries) {
+    constexpr auto& plan = Layout::plan;
+    auto [bytes, flops] = node_costs<Layout>(dims);
     choice = choose_recomputation(plan, bytes, flops, Layout::policy.budget_bytes);
+    choice.last_recompute_read.assign(Layout::node_count, -1);
+    for (int r = 0; r < plan.recompute_read_count; ++r) {
+      auto [k, id] = plan.recompute_reads[r];
+      if (choice.recompute[std::size_t(plan.kernels[k])])
+        choice.last_recompute_read[std::size_t(id)] = std::max(choice.last_recompute_read[std::size_t(id)], k);
+    }
   } else {
-    choice.recompute.assign(n, false);
-    choice.retained_bytes = kept_bytes(plan, bytes, choice.recompute);
-  }
-  choice.last_recompute_read.assign(n, -1);
-  for (int r = 0; r < plan.recompute_read_count; ++r) {
-    auto [k, id] = plan.recompute_reads[r];
-    if (choice.recompute[std::size_t(plan.kernels[k])])
-      choice.last_recompute_read[std::size_t(id)] = std::max(choice.last_recompute_read[std::size_t(id)], k);
+    double kept = 0;
+    for (const buffer_span& s : Layout::buffers)
+      if (s.forward_buffer && s.backward_end >= 0) kept += node_bytes(table, dims.data(), Layout::max_rank, s.id);
+    choice.retained_bytes = std::size_t(kept);
   }
   return choice;
 }
 
-/// The kernels during which stored node `id` holds its value under `choice`, written into
-/// r's lifetimes (a recomputed value has two), each widened by `widen` (first, last) to
-/// the loops that run several kernels as one.
-template <class Layout, class Widen>
-void set_lifetimes(const recompute_choice& choice, int id, buffer_request& r, Widen&& widen) {
-  constexpr auto& plan = Layout::plan;
-  const int made = plan.kernel_of[id];
-  const int backward_end = std::max(plan.backward_last_use[id], choice.last_recompute_read[std::size_t(id)]);
-  if (choice.recompute[std::size_t(id)]) {
-    std::tie(r.first_kernel, r.last_kernel) = widen(made, std::max(made, plan.forward_last_use[id]));
-    const int again = plan.recompute_entry[id];
-    std::tie(r.first_again, r.last_again) = widen(again, std::max(again, backward_end));
+/// Sets the kernels during which buffer `s` holds its value under `choice` (a recomputed
+/// value has two lifetimes), each widened by `widen` (first, last) to the loops that run
+/// several kernels as one.
+inline void set_lifetimes(const recompute_choice& choice, const buffer_span& s, buffer_request& r,
+                          std::pair<int, int> (*widen)(int, int)) {
+  const auto id = std::size_t(s.id);
+  const bool recomputed = !choice.recompute.empty() && choice.recompute[id];
+  const int backward_end =
+      choice.last_recompute_read.empty() ? s.backward_end : std::max(s.backward_end, choice.last_recompute_read[id]);
+  if (recomputed) {
+    std::tie(r.first_kernel, r.last_kernel) = widen(s.made, s.forward_end);
+    std::tie(r.first_again, r.last_again) = widen(s.again, std::max(s.again, backward_end));
   } else {
-    std::tie(r.first_kernel, r.last_kernel) = widen(made, std::max({made, plan.forward_last_use[id], backward_end}));
+    std::tie(r.first_kernel, r.last_kernel) = widen(s.made, std::max(s.forward_end, backward_end));
   }
 }
 

@@ -178,10 +178,7 @@ TEST_CASE("the budget's choice matches brute force over every set of recomputed 
   symbol_values symbols;
   symbols.set("Batch", 20);
   std::vector<index_t> dims(layout::node_count * layout::max_rank, 0);
-  boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layout::node_count>>([&](auto I) {
-    using N = boost::mp11::mp_at_c<layout::nodes, I>;
-    for (std::size_t k = 0; k < N::shape::rank; ++k) dims[I * layout::max_rank + k] = resolve(N::shape::dims[k], symbols);
-  });
+  layout::extents::resolve_all(symbols, dims.data());
   auto [bytes, flops] = detail::node_costs<layout>(dims);
   // Every subset: its kept bytes (by kept_bytes, not by the search's own bookkeeping) and work.
   std::vector<std::pair<std::size_t, double>> subsets;

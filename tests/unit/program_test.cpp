@@ -105,6 +105,36 @@ TEMPLATE_LIST_TEST_CASE("symbolic extents are resolved at each run", "[program]"
 }
 
 #ifndef __CUDACC__  // nvcc misprints decltype of these types outside templates; luminal_tests runs it
+TEST_CASE("every node's extents are resolved from one row per distinct shape", "[program]") {
+  auto x = input<"x", f32>(shape<Batch, Seq, 4>);
+  auto flat = reshape(x, shape<Batch * Seq, 4>);
+  auto prog = compile(sum<1>(exp(flat) + flat), mean<0>(flat) * 2.0_c);
+  using layout = decltype(prog)::layout;
+  STATIC_REQUIRE(layout::extents::row_count < layout::node_count);  // shapes are shared
+  symbol_values symbols;
+  symbols.set("Batch", 3);
+  symbols.set("Seq", 5);
+  std::vector<index_t> dims(layout::node_count * layout::max_rank, -1);
+  layout::extents::resolve_all(symbols, dims.data());
+  int extent_nodes = 0;
+  boost::mp11::mp_for_each<boost::mp11::mp_iota_c<layout::node_count>>([&](auto I) {
+    using N = boost::mp11::mp_at_c<layout::nodes, I>;
+    INFO("node " << I);
+    if constexpr (N::kind == op_kind::extent) {
+      ++extent_nodes;
+      REQUIRE(dims[I * layout::max_rank] == resolve(N::dim, symbols));  // the extent it holds
+    } else {
+      for (std::size_t k = 0; k < N::shape::rank; ++k)
+        REQUIRE(dims[I * layout::max_rank + k] == resolve(N::shape::dims[k], symbols));
+    }
+  });
+  REQUIRE(extent_nodes == 1);  // mean's divisor: Batch * Seq = 15
+  symbols.count = 1;           // Seq has no value
+  REQUIRE_THROWS_WITH(layout::extents::resolve_all(symbols, dims.data()), Catch::Contains("symbol 'Seq' has no value"));
+}
+#endif
+
+#ifndef __CUDACC__  // nvcc misprints decltype of these types outside templates; luminal_tests runs it
 TEST_CASE("the same expression type is the same node", "[graph]") {
   auto x = input<"x", f32>(shape<3>);
   auto y = input<"y", f32>(shape<3>);
