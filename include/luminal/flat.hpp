@@ -103,9 +103,14 @@ namespace key_detail {
 /// `prime` (two such hashes make the key).
 template <class T>
 constexpr std::uint64_t type_hash(std::uint64_t basis, std::uint64_t prime) {
-  std::string_view name = __PRETTY_FUNCTION__;
+  const std::string_view name = __PRETTY_FUNCTION__;
   std::uint64_t h = basis;
-  for (char c : name) h = (h ^ std::uint64_t(static_cast<unsigned char>(c))) * prime;
+  // In blocks: one constexpr loop may run at most 262144 times (-fconstexpr-loop-limit),
+  // and a large program's spelling is longer.
+  constexpr std::size_t block = 1 << 16;
+  for (std::size_t start = 0; start < name.size(); start += block)
+    for (std::size_t i = start; i < name.size() && i < start + block; ++i)
+      h = (h ^ std::uint64_t(static_cast<unsigned char>(name[i]))) * prime;
   return h;
 }
 // A program's key (H1, H2) names its type through a friend function that only the key's
