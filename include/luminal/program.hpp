@@ -12,6 +12,7 @@
 
 #include "arena.hpp"
 #include "backend.hpp"
+#include "bindings.hpp"
 #include "describe.hpp"
 #include "dot.hpp"
 #include "eval.hpp"
@@ -135,9 +136,8 @@ class program {
     resolve_symbols();
     compute_dims();
     if (!planned_ || dims_ != planned_dims_) replan();
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<leaf_count>>([&](auto I) {
-      buffers_[leaf_id<I>()] = const_cast<void*>(bindings_[I].data);
-    });
+    for (std::size_t i = 0; i < leaf_count; ++i)
+      buffers_[std::size_t(leaf_table[i].node)] = const_cast<void*>(bindings_[i].data);
     for (int id : output_ids)
       if (external_[id]) buffers_[id] = external_[id];
     backend_.to_device(buffers_device_, buffers_.data(), node_count * sizeof(void*));
@@ -244,11 +244,11 @@ class program {
   /// listed separately.
   std::string profile() const {
     std::vector<std::pair<double, std::string>> rows;
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>([&](auto K) {
-      std::string label = detail::node_label<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>(" ");
-      double ms = profiled_runs_ ? 1e3 * kernel_seconds_[K] / double(profiled_runs_) : 0.0;
-      rows.emplace_back(ms, "kernel " + std::to_string(K) + ": " + label);
-    });
+    for (std::size_t k = 0; k < plan.kernel_count; ++k) {
+      std::string label = detail::format_label(detail::node_labels<nodes>[std::size_t(plan.kernels[k])], " ");
+      double ms = profiled_runs_ ? 1e3 * kernel_seconds_[k] / double(profiled_runs_) : 0.0;
+      rows.emplace_back(ms, "kernel " + std::to_string(k) + ": " + label);
+    }
     return detail::profile_report(std::move(rows), profiled_runs_);
   }
 
@@ -280,17 +280,16 @@ class program {
   std::vector<std::string> retained_nodes() const {
     if constexpr (layout::has_recompute_entries) require_ran();
     std::vector<std::string> lines;
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<node_count>>([&](auto I) {
+    constexpr auto& labels = detail::node_labels<nodes>;
+    for (std::size_t i = 0; i < node_count; ++i) {
       if constexpr (layout::has_recompute_entries) {
-        bool needed = plan.backward_last_use[I] >= 0 || retention_.last_recompute_read[I] >= 0;
-        if (detail::is_forward_buffer(plan, int(I)) && needed)
-          lines.push_back(detail::node_label<boost::mp11::mp_at_c<nodes, I>>(" ") +
-                          (retention_.recompute[I] ? " [recomputed]" : " [kept]"));
-      } else if constexpr (layout::retained[I]) {
-        lines.push_back(detail::node_label<boost::mp11::mp_at_c<nodes, I>>(" ") +
-                        (plan.stored[I] ? " [stored]" : " [recomputed]"));
+        bool needed = plan.backward_last_use[i] >= 0 || retention_.last_recompute_read[i] >= 0;
+        if (detail::is_forward_buffer(plan, int(i)) && needed)
+          lines.push_back(detail::format_label(labels[i], " ") + (retention_.recompute[i] ? " [recomputed]" : " [kept]"));
+      } else if (layout::retained[i]) {
+        lines.push_back(detail::format_label(labels[i], " ") + (plan.stored[i] ? " [stored]" : " [recomputed]"));
       }
-    });
+    }
     return lines;
   }
   /// Bytes of the forward's buffers that stay live into the backward (the values it reads,
@@ -315,126 +314,28 @@ class program {
   }
 
  private:
-  template <std::size_t I>
-  static constexpr int leaf_id() { return node_id<nodes, boost::mp11::mp_at_c<leaves, I>>; }
-
-  struct binding {
-    const void* data = nullptr;      // device-accessible: owned copy or the caller's memory
-    void* owned = nullptr;
-    std::size_t owned_bytes = 0;
-    std::array<index_t, max_rank> dims{};
-    bool bound = false;
-  };
-
-  static std::string input_names() {
-    std::string names;
-    boost::mp11::mp_for_each<leaves>([&](auto leaf) {
-      if (!names.empty()) names += ", ";
-      names += decltype(leaf)::name.view();
-    });
-    return names.empty() ? "(none)" : names;
-  }
-
-  template <class T>
-  static std::string extents_text(std::span<const T> shape) {
-    std::string s = "(";
-    for (std::size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
-    return s + ")";
-  }
+  static constexpr auto& leaf_table = detail::leaf_entries<leaves, nodes>;
 
   void bind_raw(std::string_view name, dtype_tag type, const void* data, std::span<const index_t> shape, bool copy) {
-    bool found = false;
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<leaf_count>>([&](auto I) {
-      using L = boost::mp11::mp_at_c<leaves, I>;
-      if (found || L::name.view() != name) return;
-      found = true;
-      using T = typename L::value_type;
-      using S = typename L::shape;
-      std::string who = "luminal: input '" + std::string(name) + "' ";
-      if (type != dtype_of<T>())
-        throw input_error(who + "holds " + std::string(dtype_name<T>()) + ", but the data given is " +
-                          std::string(dtype_name(type)));
-      if (shape.size() != S::rank)
-        throw input_error(who + "has shape " + to_string(S::dims) + " of rank " + std::to_string(S::rank) +
-                          ", but the data given has rank " + std::to_string(shape.size()) + ": " +
-                          extents_text(shape));
-      std::size_t count = 1;
-      for (std::size_t k = 0; k < S::rank; ++k) {
-        const Dim& d = S::dims[k];
-        if (shape[k] < 0) throw input_error(who + "was given a negative extent");
-        if (d.is_static() && shape[k] != d.offset)
-          throw input_error(who + "has shape " + to_string(S::dims) + ": axis " + std::to_string(k) +
-                            " must be " + std::to_string(d.offset) + ", but the data given has " +
-                            std::to_string(shape[k]) + " " + extents_text(shape));
-        count *= std::size_t(shape[k]);
+    std::size_t i = detail::find_input(leaf_table, name);
+    std::size_t bytes = detail::check_input(leaf_table[i], type, data, shape) * leaf_table[i].element_bytes;
+    detail::input_binding& b = bindings_[i];
+    std::copy(shape.begin(), shape.end(), b.dims.begin());
+    if (copy) {
+      if (b.owned_bytes < bytes) {
+        if (b.owned) backend_.deallocate(b.owned);
+        b.owned = backend_.allocate(bytes);
+        b.owned_bytes = bytes;
       }
-      if (count > 0 && data == nullptr) throw input_error(who + "was given a null pointer");
-      binding& b = bindings_[I];
-      std::copy(shape.begin(), shape.end(), b.dims.begin());
-      std::size_t bytes = count * sizeof(T);
-      if (copy) {
-        if (b.owned_bytes < bytes) {
-          if (b.owned) backend_.deallocate(b.owned);
-          b.owned = backend_.allocate(bytes);
-          b.owned_bytes = bytes;
-        }
-        backend_.to_device(b.owned, data, bytes);
-        b.data = b.owned;
-      } else {
-        b.data = data;
-      }
-      b.bound = true;
-    });
-    if (!found)
-      throw input_error("luminal: the program has no input named '" + std::string(name) + "'; its inputs are: " +
-                        input_names());
+      backend_.to_device(b.owned, data, bytes);
+      b.data = b.owned;
+    } else {
+      b.data = data;
+    }
+    b.bound = true;
   }
 
-  /// Fixes each symbol from the first input that has it as an axis; later inputs must agree.
-  void resolve_symbols() {
-    symbols_.count = 0;
-    std::array<std::string_view, symbol_values::capacity> set_by{};
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<leaf_count>>([&](auto I) {
-      using L = boost::mp11::mp_at_c<leaves, I>;
-      const binding& b = bindings_[I];
-      if (!b.bound)
-        throw input_error("luminal: input '" + std::string(L::name.view()) + "' was not bound before run(); bind() it");
-      for (std::size_t k = 0; k < L::shape::rank; ++k) {
-        const Dim& d = L::shape::dims[k];
-        if (d.is_static() || d.scale != 1 || d.offset != 0 || d.symbol_text().find('*') != std::string_view::npos)
-          continue;
-        if (const index_t* known = symbols_.find(d.symbol_text())) {
-          if (*known != b.dims[k])
-            throw input_error("luminal: input '" + std::string(L::name.view()) + "' axis " + std::to_string(k) +
-                              " is " + std::string(d.symbol_text()) + " = " + std::to_string(b.dims[k]) +
-                              ", but input '" + std::string(set_by[index_of(d)]) +
-                              "' set " + std::string(d.symbol_text()) + " = " + std::to_string(*known));
-        } else {
-          set_by[symbols_.count] = L::name.view();
-          symbols_.set(d.symbol_text(), b.dims[k]);
-        }
-      }
-    });
-    // Compound extents (Batch*Seq, Seq+2) on inputs must agree with the symbols' values.
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<leaf_count>>([&](auto I) {
-      using L = boost::mp11::mp_at_c<leaves, I>;
-      for (std::size_t k = 0; k < L::shape::rank; ++k) {
-        const Dim& d = L::shape::dims[k];
-        if (d.is_static()) continue;
-        index_t expected = resolve(d, symbols_);
-        if (expected != bindings_[I].dims[k])
-          throw input_error("luminal: input '" + std::string(L::name.view()) + "' axis " + std::to_string(k) +
-                            " must be " + std::string(shape_text(std::array<Dim, 1>{d}).view()) + " = " +
-                            std::to_string(expected) + ", but the data given has " +
-                            std::to_string(bindings_[I].dims[k]));
-      }
-    });
-  }
-  std::size_t index_of(const Dim& d) const {
-    for (std::size_t i = 0; i < symbols_.count; ++i)
-      if (symbols_.names[i] == d.symbol_text()) return i;
-    return 0;
-  }
+  void resolve_symbols() { detail::resolve_symbols(leaf_table, bindings_, symbols_); }
 
   void compute_dims() { layout::extents::resolve_all(symbols_, dims_.data()); }
 
@@ -551,7 +452,7 @@ class program {
   }
 
   B backend_{};
-  std::array<binding, leaf_count> bindings_{};
+  std::array<detail::input_binding, leaf_count> bindings_{};
   std::vector<index_t> dims_, planned_dims_;
   std::array<void*, node_count> buffers_{};
   std::array<void*, node_count> external_{};  // outputs written to the caller's memory

@@ -69,20 +69,22 @@ class train_step {
   using program_type = Program;
   using loss_type = value_t<typename Program::template output_node<0>>;
   static constexpr std::size_t slot_count = boost::mp11::mp_size<Slots>::value;
+  /// The slots' names, roles, types and shapes, for loops that need no types.
+  static constexpr auto& slots = detail::leaf_entries<Slots, typename Program::nodes>;
 
   train_step(Program program, Opt optimizer, B backend = {})
       : program_(std::move(program)), optimizer_(std::move(optimizer)), store_(std::move(backend)) {
-    boost::mp11::mp_for_each<Slots>([&](auto leaf) {
-      using L = decltype(leaf);
+    for (const detail::leaf_entry& slot : slots) {
       std::vector<index_t> shape;
-      for (const Dim& d : L::shape::dims) {
+      for (std::size_t k = 0; k < slot.rank; ++k) {
+        const Dim& d = slot.dims[k];
         if (!d.is_static())
-          throw input_error("luminal: parameter '" + std::string(L::name.view()) + "' has the symbolic shape " +
-                            to_string(L::shape::dims) + "; parameters need static extents");
+          throw input_error("luminal: parameter '" + std::string(slot.name) + "' has the symbolic shape " +
+                            std::string(slot.shape_text) + "; parameters need static extents");
         shape.push_back(d.offset);
       }
-      store_.add(L::name.view(), dtype_of<value_t<L>>(), std::move(shape));
-    });
+      store_.add(slot.name, slot.type, std::move(shape));
+    }
   }
 
   /// Binds a data input (copied), as program::bind does. Parameters, optimizer state and
@@ -168,26 +170,25 @@ class train_step {
   /// checkpoint_error naming what is missing or wrong; the store is unchanged then.
   void load_state(const tensor_store& values, const std::string& origin = "the checkpoint") {
     std::size_t params = 0, states = 0;
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<slot_count>>([&](auto I) {
-      using L = boost::mp11::mp_at_c<Slots, I>;
-      const bool present = values.contains(L::name.view());
-      if constexpr (L::role == leaf_role::parameter) {
+    for (const detail::leaf_entry& slot : slots) {
+      const bool present = values.contains(slot.name);
+      if (slot.role == leaf_role::parameter) {
         if (!present)
-          throw checkpoint_error("luminal: " + origin + " has no tensor '" + std::string(L::name.view()) +
+          throw checkpoint_error("luminal: " + origin + " has no tensor '" + std::string(slot.name) +
                                  "', a parameter of this model");
         ++params;
       } else {
         states += present;
       }
       if (present) {
-        const auto& entry = values.at(L::name.view());
-        const auto& s = store_.at(L::name.view());
+        const auto& entry = values.at(slot.name);
+        const auto& s = store_.at(slot.name);
         if (entry.dtype != s.dtype || entry.shape != s.shape)
-          throw checkpoint_error("luminal: " + origin + " holds '" + std::string(L::name.view()) + "' as " +
+          throw checkpoint_error("luminal: " + origin + " holds '" + std::string(slot.name) + "' as " +
                                  store_.describe(entry.dtype, entry.shape) + ", but this model's is " +
                                  store_.describe(s.dtype, s.shape));
       }
-    });
+    }
     if (states != 0 && states != slot_count - params)
       throw checkpoint_error("luminal: " + origin + " holds the optimizer state of only some parameters (" +
                              std::to_string(states) + " of " + std::to_string(slot_count - params) + " tensors)");
@@ -211,7 +212,7 @@ class train_step {
  private:
   void require_data_input(std::string_view name) const {
     bool reserved = name.starts_with("optim.") || name == "rng.seed";
-    boost::mp11::mp_for_each<Slots>([&](auto leaf) { reserved = reserved || decltype(leaf)::name.view() == name; });
+    for (const detail::leaf_entry& slot : slots) reserved = reserved || slot.name == name;
     if (reserved)
       throw input_error("luminal: '" + std::string(name) +
                         "' is bound by the training step (a parameter, optimizer state or hyperparameter); "
@@ -224,19 +225,18 @@ class train_step {
   /// Refuses ranks whose models differ, then makes every rank's store and step count rank 0's.
   void synchronize() {
     std::string description;
-    boost::mp11::mp_for_each<Slots>([&](auto leaf) {
-      const auto& s = store_.at(decltype(leaf)::name.view());
-      description += detail::tensor_line(decltype(leaf)::name.view(), s.dtype, s.shape);
-    });
+    for (const detail::leaf_entry& slot : slots) {
+      const auto& s = store_.at(slot.name);
+      description += detail::tensor_line(slot.name, s.dtype, s.shape);
+    }
     check_same_model(description, *comm_);
     for (const auto& [name, s] : store_) comm_->broadcast(s.current, s.bytes, 0);
     comm_->broadcast(&step_, sizeof step_, 0);
     synchronized_ = true;
   }
   void zero_state() {
-    boost::mp11::mp_for_each<Slots>([&](auto leaf) {
-      if constexpr (decltype(leaf)::role == leaf_role::state) store_.zero(decltype(leaf)::name.view());
-    });
+    for (const detail::leaf_entry& slot : slots)
+      if (slot.role == leaf_role::state) store_.zero(slot.name);
   }
 
   Program program_;
