@@ -206,3 +206,27 @@ TEST_CASE("the budget's choice matches brute force over every set of recomputed 
     REQUIRE(choice.recomputed_flops == Approx(least).margin(1e-9));
   }
 }
+
+TEST_CASE("without a budget, the bytes kept for the backward are counted alike from the buffers and the plan",
+          "[grad][retention]") {
+  // retention_for sums the arena's buffers (program_layout::buffers) so that a program
+  // without a budget never reads its plan at run time; kept_bytes counts from the plan.
+  auto check = [](auto prog) {
+    using layout = typename decltype(prog)::layout;
+    for (index_t batch : {1, 20, 333}) {
+      symbol_values symbols;
+      symbols.set("Batch", batch);
+      std::vector<index_t> dims(layout::node_count * layout::max_rank, 0);
+      layout::extents::resolve_all(symbols, dims.data());
+      auto bytes = detail::node_costs<layout>(dims).first;
+      std::size_t from_buffers = detail::retention_for<layout>(dims).retained_bytes;
+      INFO("Batch = " << batch);
+      REQUIRE(from_buffers > 0);
+      REQUIRE(from_buffers == detail::kept_bytes(layout::plan, bytes, std::vector<bool>(layout::node_count)));
+    }
+  };
+  check(std::apply([](auto... outputs) { return compile<host, retention_policy::store_all>(outputs...); },
+                   three_layer_loss_and_gradients()));
+  check(std::apply([](auto... outputs) { return compile<host, retention_policy::recompute_elementwise>(outputs...); },
+                   three_layer_loss_and_gradients()));
+}
