@@ -12,15 +12,6 @@
 
 namespace luminal::detail {
 
-/// One block per kernel, in run order:
-///
-///     kernel 4: elementwise, loop nest over (128, 28, 28, 1, 3, 3), inner loop 3
-///       computes reshape f32 (100352, 9); fuses 4 views, 0 maps
-///       reads param conv1.weight f32 (32, 1, 3, 3) ...
-///       moves 3.90 MB; 0.412 ms per run, 9.5 GB/s
-///
-/// dims: the program's extents table (node_count rows of max_rank); seconds: each
-/// kernel's total time over `runs` profiled runs (empty: not profiled).
 /// How kernel K loops, where that takes the kernel's types to tell: the compile-time half
 /// of its description, one entry of a table (consteval: no code, no symbols).
 struct kernel_loop {
