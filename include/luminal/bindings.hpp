@@ -58,8 +58,8 @@ consteval std::array<leaf_entry, sizeof...(L)> make_leaf_entries(boost::mp11::mp
 template <class Leaves, class Nodes>
 inline constexpr auto leaf_entries = make_leaf_entries<Nodes>(Leaves{});
 
-/// The extents of data given to bind(), as "(32, 784)".
-inline std::string bound_extents_text(std::span<const index_t> shape) {
+/// Extents as "(32, 784)": of data given to bind(), of a node for describe().
+inline std::string extents_in_parentheses(std::span<const index_t> shape) {
   std::string s = "(";
   for (std::size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
   return s + ")";
@@ -85,7 +85,7 @@ inline std::size_t check_input(const leaf_entry& leaf, dtype_tag type, const voi
                       std::string(dtype_name(type)));
   if (shape.size() != leaf.rank)
     throw input_error(who + "has shape " + std::string(leaf.shape_text) + " of rank " + std::to_string(leaf.rank) +
-                      ", but the data given has rank " + std::to_string(shape.size()) + ": " + bound_extents_text(shape));
+                      ", but the data given has rank " + std::to_string(shape.size()) + ": " + extents_in_parentheses(shape));
   std::size_t count = 1;
   for (std::size_t k = 0; k < leaf.rank; ++k) {
     const Dim& d = leaf.dims[k];
@@ -93,7 +93,7 @@ inline std::size_t check_input(const leaf_entry& leaf, dtype_tag type, const voi
     if (d.is_static() && shape[k] != d.offset)
       throw input_error(who + "has shape " + std::string(leaf.shape_text) + ": axis " + std::to_string(k) +
                         " must be " + std::to_string(d.offset) + ", but the data given has " +
-                        std::to_string(shape[k]) + " " + bound_extents_text(shape));
+                        std::to_string(shape[k]) + " " + extents_in_parentheses(shape));
     count *= std::size_t(shape[k]);
   }
   if (count > 0 && data == nullptr) throw input_error(who + "was given a null pointer");

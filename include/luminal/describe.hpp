@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings.hpp"
 #include "kernels.hpp"
 #include "node_labels.hpp"
 
@@ -66,17 +67,13 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
   static constexpr auto loops = kernel_loops<Layout>(std::make_index_sequence<plan.kernel_count>{});
   constexpr std::size_t node_count = Layout::node_count, max_rank = Layout::max_rank;
   std::vector<std::string> labels(node_count);
-  std::vector<std::size_t> bytes(node_count);
+  std::vector<double> bytes(node_count);
   auto extents_text = [&](int id) {
-    std::string s = "(";
-    for (int k = 0; k < table[id].rank; ++k) s += (k ? ", " : "") + std::to_string(dims[id * max_rank + k]);
-    return s + ")";
+    return extents_in_parentheses({dims.data() + std::size_t(id) * max_rank, std::size_t(table[id].rank)});
   };
   for (std::size_t i = 0; i < node_count; ++i) {
     labels[i] = format_label(labels_of[i], " ");
-    std::size_t count = 1;
-    for (int k = 0; k < table[i].rank; ++k) count *= std::size_t(dims[i * max_rank + std::size_t(k)]);
-    bytes[i] = count * std::size_t(table[i].element_bytes);
+    bytes[i] = node_bytes(table, dims.data(), max_rank, int(i));
   }
   auto megabytes = [](double b) {
     char text[32];
@@ -140,10 +137,10 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
       for (int c = 0; c < table[id].child_count; ++c) stack.push_back(table[id].children[c]);
     }
     out += "; fuses " + std::to_string(views) + " views, " + std::to_string(maps) + " maps\n";
-    double moved = double(bytes[root]);
+    double moved = bytes[root];
     for (int id : reads) {
       out += "  reads " + labels[id] + " " + extents_text(id) + "\n";
-      moved += double(bytes[id]);
+      moved += bytes[id];
     }
     out += "  moves " + megabytes(moved);
     if (!seconds.empty() && runs > 0) {

@@ -88,10 +88,4 @@ inline std::string format_label(const label_info& info, const char* separator) {
   return label.str();
 }
 
-/// The label of node type N.
-template <class N>
-std::string node_label(const char* separator = "\\n") {
-  return format_label(label_of<N>(), separator);
-}
-
 }  // namespace luminal::detail
