@@ -1,8 +1,15 @@
 // A persistent pool for the host backend. Dispatch stores a function pointer and an
 // object pointer (no std::function), so a parallel loop allocates nothing.
+//
+// A thread with nothing to do polls for a short while before it sleeps: the workers
+// waiting for the next loop, and the caller waiting for the last chunk of its loop. A
+// training step is a run of loops tens of microseconds long, and waking a sleeping thread
+// (a futex, and on a virtual machine an interrupt to an idle virtual CPU) can take longer
+// than such a loop.
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -16,6 +23,10 @@ namespace luminal {
 class thread_pool {
  public:
   using chunk_fn = void (*)(const void* body, index_t begin, index_t end);
+
+  /// How long an idle thread polls before it sleeps. Long enough to span the gap between
+  /// two kernels of a program, short enough that an idle pool costs nothing.
+  static constexpr std::chrono::microseconds poll_before_sleep{200};
 
   /// Threads from LUMINAL_NUM_THREADS, else one per hardware thread.
   static thread_pool& instance() {
@@ -37,6 +48,7 @@ class thread_pool {
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
+      generation_.fetch_add(1);  // ends the workers' polling
     }
     wake_.notify_all();
     for (auto& w : workers_) w.join();
@@ -51,18 +63,23 @@ class thread_pool {
     std::lock_guard serial(dispatch_mutex_);  // one loop at a time across programs
     index_t chunks = std::min<index_t>((n + grain - 1) / grain, index_t(thread_count_) * 4);
     job current{fn, body, n, chunks};
-    std::unique_lock lock(mutex_);
-    // A worker still holding the previous job must leave before the counters reset.
-    idle_.wait(lock, [&] { return active_ == 0; });
-    job_ = current;
-    next_chunk_.store(0);
-    done_chunks_.store(0);
-    ++generation_;
-    lock.unlock();
-    wake_.notify_all();
+    bool wake = false;
+    for (;;) {
+      // A worker still holding the previous job must leave before the job and counters
+      // change; workers take a job under mutex_, so no active one there means none.
+      caller_waits([&] { return active_.load() == 0; });
+      std::lock_guard lock(mutex_);
+      if (active_.load() != 0) continue;  // one took the last job late, after the poll
+      job_ = current;
+      next_chunk_.store(0);
+      done_chunks_.store(0);
+      generation_.fetch_add(1);
+      wake = workers_asleep_ > 0;  // a worker that sleeps later sees the new generation first
+      break;
+    }
+    if (wake) wake_.notify_all();
     work_on(current);
-    lock.lock();
-    finished_.wait(lock, [&] { return done_chunks_.load() == chunks; });
+    caller_waits([&] { return done_chunks_.load() == chunks; });
   }
 
  private:
@@ -72,47 +89,78 @@ class thread_pool {
     index_t n = 0, chunks = 0;
   };
 
+  /// Polls `ready` for up to poll_before_sleep; false if it never held.
+  template <class Ready>
+  static bool poll(const Ready& ready) {
+    const auto until = std::chrono::steady_clock::now() + poll_before_sleep;
+    for (unsigned polls = 1;; ++polls) {
+      if (ready()) return true;
+      if (polls % 64 == 0 && std::chrono::steady_clock::now() > until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#else
+      std::this_thread::yield();
+#endif
+    }
+  }
+
+  /// The caller's wait for its workers: poll, then sleep on done_. The caller announces its
+  /// sleep before it checks `ready` a last time, and a worker changes what `ready` reads
+  /// before it looks for a sleeper: one of the two sees the other.
+  template <class Ready>
+  void caller_waits(const Ready& ready) {
+    if (poll(ready)) return;
+    std::unique_lock lock(mutex_);
+    caller_asleep_.store(true);
+    done_.wait(lock, ready);
+    caller_asleep_.store(false);
+  }
+  void wake_caller() {
+    if (!caller_asleep_.load()) return;
+    std::lock_guard lock(mutex_);
+    done_.notify_all();
+  }
+
   void work_on(const job& j) {
     index_t finished_here = 0;
-    for (;;) {
-      index_t c = next_chunk_.fetch_add(1);
-      if (c >= j.chunks) break;
-      index_t begin = j.n * c / j.chunks, end = j.n * (c + 1) / j.chunks;
-      j.fn(j.body, begin, end);
-      ++finished_here;
-    }
-    if (finished_here && done_chunks_.fetch_add(finished_here) + finished_here == j.chunks) {
-      std::lock_guard lock(mutex_);
-      finished_.notify_all();
-    }
+    for (index_t c; (c = next_chunk_.fetch_add(1)) < j.chunks; ++finished_here)
+      j.fn(j.body, j.n * c / j.chunks, j.n * (c + 1) / j.chunks);
+    if (finished_here && done_chunks_.fetch_add(finished_here) + finished_here == j.chunks) wake_caller();
   }
 
   void worker_loop() {
     unsigned long seen = 0;
     for (;;) {
+      poll([&] { return generation_.load() != seen; });
       job j;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        auto ready = [&] { return stopping_ || generation_.load() != seen; };
+        if (!ready()) {
+          ++workers_asleep_;
+          wake_.wait(lock, ready);
+          --workers_asleep_;
+        }
         if (stopping_) return;
-        seen = generation_;
+        seen = generation_.load();
         j = job_;
-        ++active_;
+        active_.fetch_add(1);
       }
       work_on(j);
-      std::lock_guard lock(mutex_);
-      if (--active_ == 0) idle_.notify_all();
+      if (active_.fetch_sub(1) == 1) wake_caller();
     }
   }
 
   unsigned thread_count_;
   std::vector<std::thread> workers_;
   std::mutex mutex_, dispatch_mutex_;
-  std::condition_variable wake_, finished_, idle_;
-  job job_;
-  unsigned long generation_ = 0;
-  int active_ = 0;
-  bool stopping_ = false;
+  std::condition_variable wake_, done_;
+  job job_;                             // written under mutex_ while no worker is active
+  std::atomic<unsigned long> generation_{0};  // one more per job; changed under mutex_
+  std::atomic<int> active_{0};          // workers between taking a job and leaving it
+  std::atomic<bool> caller_asleep_{false};
+  int workers_asleep_ = 0;              // under mutex_
+  bool stopping_ = false;               // under mutex_
   std::atomic<index_t> next_chunk_{0}, done_chunks_{0};
 };
 
