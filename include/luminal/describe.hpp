@@ -56,6 +56,8 @@ consteval std::array<kernel_loop, sizeof...(K)> kernel_loops(std::index_sequence
 ///       reads param conv1.weight f32 (32, 1, 3, 3) ...
 ///       moves 3.90 MB; 0.412 ms per run, 9.5 GB/s
 ///
+/// Kernels that run as one loop are timed together: the first prints the group's time and
+/// bytes, the others "timed with kernel K".
 /// dims: the program's extents table (node_count rows of max_rank); seconds: each
 /// kernel's total time over `runs` profiled runs (empty: not profiled). One loop over
 /// the kernels, reading constant tables: a function per kernel would name the program.
@@ -80,6 +82,32 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
     if (b >= 1e6) std::snprintf(text, sizeof text, "%.2f MB", b / 1e6);
     else std::snprintf(text, sizeof text, "%.1f kB", b / 1e3);
     return std::string(text);
+  };
+  // The nodes a kernel evaluates inline and the stored values it reads: a walk from its
+  // root down to stored nodes.
+  struct stored_reads {
+    std::vector<int> reads;
+    int views = 0, maps = 0;
+  };
+  auto walk = [&](int root) {
+    stored_reads r;
+    std::vector<int> stack;
+    std::vector<bool> seen(node_count);
+    for (int c = 0; c < table[root].child_count; ++c) stack.push_back(table[root].children[c]);
+    while (!stack.empty()) {
+      int id = stack.back();
+      stack.pop_back();
+      if (seen[std::size_t(id)]) continue;
+      seen[std::size_t(id)] = true;
+      if (plan.stored[id]) {
+        r.reads.push_back(id);
+        continue;
+      }
+      r.views += table[id].kind == op_kind::view;
+      r.maps += table[id].kind == op_kind::map;
+      for (int c = 0; c < table[id].child_count; ++c) stack.push_back(table[id].children[c]);
+    }
+    return r;
   };
   std::string out;
   for (std::size_t K = 0; K < plan.kernel_count; ++K) {
@@ -118,32 +146,33 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
     if (group_end < 0) out += "; in the loop of the kernel before";
     if (plan.is_recompute[K]) out += "; recomputes a forward value, run only if the retention policy chose to";
     out += "\n  computes " + labels[root];
-    // The nodes evaluated inline and the stored values read: a walk down to stored nodes.
-    std::vector<int> stack, reads;
-    std::vector<bool> seen(node_count);
-    int views = 0, maps = 0;
-    for (int c = 0; c < table[root].child_count; ++c) stack.push_back(table[root].children[c]);
-    while (!stack.empty()) {
-      int id = stack.back();
-      stack.pop_back();
-      if (seen[id]) continue;
-      seen[id] = true;
-      if (plan.stored[id]) {
-        reads.push_back(id);
-        continue;
-      }
-      views += table[id].kind == op_kind::view;
-      maps += table[id].kind == op_kind::map;
-      for (int c = 0; c < table[id].child_count; ++c) stack.push_back(table[id].children[c]);
-    }
-    out += "; fuses " + std::to_string(views) + " views, " + std::to_string(maps) + " maps\n";
+    const stored_reads r = walk(root);
+    out += "; fuses " + std::to_string(r.views) + " views, " + std::to_string(r.maps) + " maps\n";
     double moved = bytes[root];
-    for (int id : reads) {
+    for (int id : r.reads) {
       out += "  reads " + labels[id] + " " + extents_text(id) + "\n";
       moved += bytes[id];
     }
     out += "  moves " + megabytes(moved);
-    if (!seconds.empty() && runs > 0) {
+    // A group's time is its first kernel's, for the bytes of every kernel in it: each
+    // result written once, and each value read that no kernel of the group wrote.
+    if (group_end > int(K) + 1) {
+      std::vector<bool> in_group(node_count), counted(node_count);
+      for (int g = int(K); g < group_end; ++g) in_group[std::size_t(plan.kernels[g])] = true;
+      moved = 0;
+      for (int g = int(K); g < group_end; ++g) {
+        moved += bytes[std::size_t(plan.kernels[g])];
+        for (int id : walk(plan.kernels[g]).reads)
+          if (!in_group[std::size_t(id)] && !counted[std::size_t(id)]) {
+            counted[std::size_t(id)] = true;
+            moved += bytes[std::size_t(id)];
+          }
+      }
+      out += ", the group " + megabytes(moved);
+    }
+    if (group_end < 0) {
+      out += "; timed with kernel " + std::to_string(kernel_groups<Layout>::first_of(int(K)));
+    } else if (!seconds.empty() && runs > 0) {
       double s = seconds[K] / double(runs);
       char text[96];
       if (flops > 0) std::snprintf(text, sizeof text, "; %.3f ms per run, %.1f GFLOP/s", 1e3 * s, flops / s / 1e9);

@@ -199,6 +199,28 @@ TEST_CASE("program describe: each kernel's loop, reads and bytes, with times onc
   REQUIRE(text.find(" GFLOP/s") != std::string::npos);
 }
 
+TEST_CASE("program describe: kernels run as one loop are timed and counted as a group", "[train][profile]") {
+  auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  auto step = compile_train_step(loss, adam{.lr = 0.05f});  // Adam's moment and parameter updates share loops
+  step.store().assign(initial_values());
+  step.bind("x", xs);
+  step.bind("y", ys);
+  step.program().set_profiling(true);
+  step.run();
+  const std::string text = step.program().describe();
+  INFO(text);
+  const std::size_t groups = count(text, "; one loop with kernels "), members = count(text, "; in the loop of the kernel before");
+  REQUIRE(groups > 0);
+  CHECK(count(text, ", the group ") == groups);         // each group's bytes, after its first kernel's
+  CHECK(count(text, "; timed with kernel ") == members);  // the others print no time of their own
+  CHECK(count(text, " per run") == std::size_t(decltype(step)::program_type::kernel_count()) - members);
+  CHECK(text.find("inf GB/s") == std::string::npos);
+}
+
 TEST_CASE("train step: a NaN loss throws and leaves the parameters as they were", "[train]") {
   auto step = compile_train_step(loss, sgd{.lr = 0.2f});
   step.store().assign(initial_values());
