@@ -12,8 +12,10 @@
 
 #include <luminal/backends/host.hpp>
 
+#include <chrono>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -65,32 +67,67 @@ struct gemm_result {
   std::vector<std::pair<gemm_shape, double>> each;  // shape, median ms
 };
 
-/// Median time of all the GEMMs run back to back, each on its own buffers, and of each alone.
+/// The GEMMs of `shapes`, each on its own buffers, ready to be timed again and again (a
+/// benchmark alternates them with the step they are the floor of).
+class gemm_floor {
+  /// f() with OpenBLAS on as many threads as luminal's pool, then back to one (what
+  /// luminal's host backend runs with). OpenBLAS's threads poll for a while after a call
+  /// before they sleep: that is waited out, so that what is timed next has the cores.
+  template <class F>
+  static auto with_blas_threads(F&& f) {
+#ifdef OPENBLAS_VERSION
+    openblas_set_num_threads(int(luminal::thread_pool::instance().size()));
+#endif
+    auto result = f();
+#ifdef OPENBLAS_VERSION
+    openblas_set_num_threads(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+#endif
+    return result;
+  }
+
+ public:
+  explicit gemm_floor(const std::vector<gemm_shape>& shapes) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    auto filled = [&](std::size_t n) {
+      std::vector<float> v(n);
+      for (auto& e : v) e = uniform(rng);
+      return v;
+    };
+    for (const auto& s : shapes)
+      calls_.push_back(
+          {s, filled(std::size_t(s.m) * s.k), filled(std::size_t(s.k) * s.n), filled(std::size_t(s.m) * s.n)});
+  }
+  /// Median time of all the GEMMs back to back: the faster of luminal's pool and OpenBLAS's
+  /// own threads.
+  double total_ms(int reps) {
+    double pooled = bench::median_ms([&] { for (auto& c : calls_) c.on_pool(pool_); }, reps);
+    return std::min(pooled, with_blas_threads([&] { return bench::median_ms([&] { for (auto& c : calls_) c(); }, reps); }));
+  }
+  /// Each GEMM alone, the faster way.
+  std::vector<std::pair<gemm_shape, double>> each_ms(int reps) {
+    std::vector<std::pair<gemm_shape, double>> each;
+    for (auto& c : calls_) each.emplace_back(c.s, bench::median_ms([&] { c.on_pool(pool_); }, reps));
+    with_blas_threads([&] {
+      for (std::size_t i = 0; i < calls_.size(); ++i)
+        each[i].second = std::min(each[i].second, bench::median_ms(calls_[i], reps));
+      return 0;
+    });
+    return each;
+  }
+
+ private:
+  std::vector<gemm_call> calls_;
+  luminal::host pool_;  // its GEMMs set OpenBLAS to one thread per call
+};
+
+/// Median time of all the GEMMs run back to back, and of each alone.
 inline gemm_result time_gemms(const std::vector<gemm_shape>& shapes, int reps) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  auto filled = [&](std::size_t n) {
-    std::vector<float> v(n);
-    for (auto& e : v) e = uniform(rng);
-    return v;
-  };
-  std::vector<gemm_call> calls;
-  for (const auto& s : shapes)
-    calls.push_back({s, filled(std::size_t(s.m) * s.k), filled(std::size_t(s.k) * s.n), filled(std::size_t(s.m) * s.n)});
+  gemm_floor floor(shapes);
   gemm_result r;
-  luminal::host pool;  // its GEMMs set OpenBLAS to one thread per call
-  double pooled_total = bench::median_ms([&] { for (auto& c : calls) c.on_pool(pool); }, reps);
-  std::vector<double> pooled;
-  for (auto& c : calls) pooled.push_back(bench::median_ms([&] { c.on_pool(pool); }, reps));
-#ifdef OPENBLAS_VERSION
-  openblas_set_num_threads(int(luminal::thread_pool::instance().size()));
-#endif
-  r.total_ms = std::min(pooled_total, bench::median_ms([&] { for (auto& c : calls) c(); }, reps));
-  for (std::size_t i = 0; i < calls.size(); ++i)
-    r.each.emplace_back(calls[i].s, std::min(pooled[i], bench::median_ms(calls[i], reps)));
-#ifdef OPENBLAS_VERSION
-  openblas_set_num_threads(1);  // back to what luminal's host backend runs with
-#endif
+  r.total_ms = floor.total_ms(reps);
+  r.each = floor.each_ms(reps);
   return r;
 }
 

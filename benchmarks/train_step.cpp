@@ -24,8 +24,11 @@
 // The project's goal for this step: faster than the fastest peer, and within 1.15x (MLP)
 // or 1.5x (CNN) of the GEMMs alone.
 //
-//     train_step_bench [--batch B] [--reps R] [--no-torch] [--no-jax] [--install-jax]
+//     train_step_bench [--batch B] [--reps R] [--rounds N] [--no-torch] [--no-jax] [--install-jax]
 //                      [--model mlp|cnn|both] [--profile]
+//
+// The step and (d) alternate in N rounds (3) of R steps (30) each; the ratio to the GEMMs
+// is the median of the rounds' ratios, so that both sides see the same machine.
 //
 // --profile prints, after the timed steps, each luminal kernel's time and what it fuses.
 #include <chrono>
@@ -56,7 +59,11 @@ bench::cnn cnn_model;
 // ---- luminal's step --------------------------------------------------------------------------
 
 struct luminal_result {
-  double step_ms = 0;
+  double step_ms = 0;   // the median over the rounds of the step's median
+  double gemm_ms = 0;   // likewise the GEMM floor's
+  double vs_gemms = 0;  // the median over the rounds of luminal / GEMMs
+  std::vector<std::pair<double, double>> rounds;  // (luminal ms, GEMMs ms) of each round
+  int last_step = 0;    // steps taken, the last of them after the rounds
   float first_loss = 0, last_loss = 0;
   int kernels = 0;
   std::size_t parameters = 0;  // tensors
@@ -65,9 +72,18 @@ struct luminal_result {
 
 bool print_profile = false;  // --profile: each luminal kernel's time, after the timed steps
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+/// Compiles the step and times it in `rounds` rounds of `reps` steps, each followed by a
+/// timing of the GEMM floor: this VM's speed drifts by a third over minutes, and a ratio
+/// taken from two timings minutes apart moves with it.
 template <class Loss, class... Modules>
 luminal_result time_luminal(Loss loss, const xt::xarray<float>& x, const xt::xarray<std::int32_t>& labels, int reps,
-                            const Modules&... modules) {
+                            int rounds, bench::gemm_floor& floor, const Modules&... modules) {
   luminal_result r;
   auto t0 = std::chrono::steady_clock::now();
   auto step = compile_train_step(loss, adam{.lr = 1e-3f});
@@ -83,8 +99,18 @@ luminal_result time_luminal(Loss loss, const xt::xarray<float>& x, const xt::xar
   r.kernels = step.program().kernel_count();
   r.first_loss = step.run();
   r.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.step_ms = bench::median_ms([&] { step.run(); }, reps);
+  std::vector<double> steps, floors, ratios;
+  for (int k = 0; k < rounds; ++k) {
+    steps.push_back(bench::median_ms([&] { step.run(); }, reps));
+    floors.push_back(floor.total_ms(reps));
+    ratios.push_back(steps.back() / floors.back());
+    r.rounds.emplace_back(steps.back(), floors.back());
+  }
+  r.step_ms = median(steps);
+  r.gemm_ms = median(floors);
+  r.vs_gemms = median(ratios);
   r.last_loss = step.run();
+  r.last_step = 2 + rounds * (3 + reps);  // median_ms warms up with 3
   if (print_profile) {  // after the timing: profiling waits after every kernel
     step.program().set_profiling(true);
     for (int k = 0; k < reps; ++k) step.run();
@@ -129,11 +155,14 @@ struct summary {
 
 summary report(const std::string& key, const std::string& title, const luminal_result& lum, const gemm_result& gemms,
                std::map<std::string, std::string>& torch, std::map<std::string, std::string>& jax, int reps) {
-  summary s{key, 0, "", lum.step_ms / gemms.total_ms};
+  summary s{key, 0, "", lum.vs_gemms};
   std::printf("%s\n", title.c_str());
   std::printf("  luminal: %zu parameter tensors, %d kernels per step; compile_train_step + first step %.2f s\n",
               lum.parameters, lum.kernels, lum.compile_s);
-  std::printf("  %-60s %10s\n", ("variant (median of " + std::to_string(reps) + " steps)").c_str(), "ms");
+  std::printf("  %-60s %10s\n",
+              ("variant (median of " + std::to_string(lum.rounds.size()) + " rounds' medians of " +
+               std::to_string(reps) + " steps)").c_str(),
+              "ms");
   std::printf("  %-60s %10.3f\n", "luminal training step", lum.step_ms);
   const bool have_torch = torch.count("torch_" + key + "_step_ms") > 0;
   double torch_ms = 0;
@@ -158,38 +187,45 @@ summary report(const std::string& key, const std::string& title, const luminal_r
   }
   std::printf("  %-60s %10.3f\n",
               ("OpenBLAS: the step's " + std::to_string(gemms.each.size()) + " GEMMs alone, [m x n x k]:").c_str(),
-              gemms.total_ms);
+              lum.gemm_ms);
+  std::printf("    each alone (timed once, after the rounds):\n");
   for (const auto& [g, ms] : gemms.each) {
     char label[128];
     std::snprintf(label, sizeof label, "%s [%d x %d x %d]%s%s", g.what.c_str(), g.m, g.n, g.k,
                   g.trans_a ? " A^T" : "", g.trans_b ? " B^T" : "");  // batches: 1 here
     std::printf("    %-58s %10.3f\n", label, ms);
   }
-  // Both sides take 1 + 3 warm-up + reps + 1 steps on the same fixed batch.
-  std::printf("  loss at step 1 / step %d: luminal %.4f / %.4f", reps + 5, lum.first_loss, lum.last_loss);
+  // Each side trains on one fixed batch: the peers take 1 + 3 warm-up + reps + 1 steps,
+  // luminal as many per round.
+  std::printf("  loss at the first / last step: luminal %.4f / %.4f (step %d)", lum.first_loss, lum.last_loss,
+              lum.last_step);
   if (have_torch)
-    std::printf("; torch %s / %s", torch["torch_" + key + "_first_loss"].c_str(),
-                torch["torch_" + key + "_last_loss"].c_str());
+    std::printf("; torch %s / %s (step %d)", torch["torch_" + key + "_first_loss"].c_str(),
+                torch["torch_" + key + "_last_loss"].c_str(), reps + 5);
   if (have_jax)
-    std::printf("; JAX %s / %s", jax["jax_" + key + "_first_loss"].c_str(), jax["jax_" + key + "_last_loss"].c_str());
+    std::printf("; JAX %s / %s (step %d)", jax["jax_" + key + "_first_loss"].c_str(),
+                jax["jax_" + key + "_last_loss"].c_str(), reps + 5);
   std::printf("\n");
   if (have_torch) std::printf("  torch / luminal:  %.2fx (>1: luminal faster)\n", torch_ms / lum.step_ms);
   if (have_jax)
     std::printf("  JAX / luminal:    %.2fx (>1: luminal faster)\n", std::stod(jax["jax_" + key + "_step_ms"]) / lum.step_ms);
-  std::printf("  luminal / GEMMs:  %.2fx\n\n", s.vs_gemms);
+  std::printf("  luminal / GEMMs:  %.2fx, the median of the rounds:", s.vs_gemms);
+  for (const auto& [step_ms, gemm_ms] : lum.rounds) std::printf(" %.1f/%.1f", step_ms, gemm_ms);
+  std::printf(" ms\n\n");
   return s;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int batch = 128, reps = 30;
+  int batch = 128, reps = 30, rounds = 3;
   bool with_torch = true, with_jax = true, install = false;
   std::string model = "both";
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
     if (arg == "--batch" && a + 1 < argc) batch = std::max(1, std::atoi(argv[++a]));
     else if (arg == "--reps" && a + 1 < argc) reps = std::max(1, std::atoi(argv[++a]));
+    else if (arg == "--rounds" && a + 1 < argc) rounds = std::max(1, std::atoi(argv[++a]));
     else if (arg == "--no-torch") with_torch = false;
     else if (arg == "--no-jax") with_jax = false;
     else if (arg == "--install-jax") install = true;
@@ -197,7 +233,8 @@ int main(int argc, char** argv) {
     else if (arg == "--model" && a + 1 < argc) model = argv[++a];
     else {
       std::cerr << "usage: " << argv[0]
-                << " [--batch B] [--reps R] [--no-torch] [--no-jax] [--install-jax] [--model mlp|cnn|both] [--profile]\n";
+                << " [--batch B] [--reps R] [--rounds N] [--no-torch] [--no-jax] [--install-jax] [--model mlp|cnn|both]"
+                   " [--profile]\n";
       return 2;
     }
   }
@@ -252,13 +289,15 @@ int main(int argc, char** argv) {
   std::vector<summary> summaries;
   try {
     if (run_mlp) {
-      luminal_result lum = time_luminal(mlp_model.loss(), x, labels, reps, mlp_model);
-      gemm_result gemms = time_gemms(mlp_gemms(batch), reps);
+      bench::gemm_floor floor(mlp_gemms(batch));
+      luminal_result lum = time_luminal(mlp_model.loss(), x, labels, reps, rounds, floor, mlp_model);
+      gemm_result gemms{lum.gemm_ms, floor.each_ms(reps)};
       summaries.push_back(report("mlp", "MLP 784-512-512-10, ReLU", lum, gemms, torch, jax, reps));
     }
     if (run_cnn) {
-      luminal_result lum = time_luminal(cnn_model.loss(), x, labels, reps, cnn_model);
-      gemm_result gemms = time_gemms(cnn_gemms(batch), reps);
+      bench::gemm_floor floor(cnn_gemms(batch));
+      luminal_result lum = time_luminal(cnn_model.loss(), x, labels, reps, rounds, floor, cnn_model);
+      gemm_result gemms{lum.gemm_ms, floor.each_ms(reps)};
       summaries.push_back(report("cnn",
                                  "CNN of examples/fashion_mnist.cpp: conv3x3(1->32) relu maxpool2 conv3x3(32->64) relu "
                                  "maxpool2 fc(3136->128) relu fc(128->10)",
