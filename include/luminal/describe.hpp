@@ -17,6 +17,7 @@ namespace luminal::detail {
 /// of its description, one entry of a table (consteval: no code, no symbols).
 struct kernel_loop {
   int it = -1;                // elementwise: the node whose extents the loop nest runs over
+  bool split = false;         // elementwise: `it` is the input of a reshape that splits the root's axes
   int permute = -1;           // elementwise: a permute whose input the nest runs over, or -1
   bool flat = false;          // elementwise: one flat loop
   int row = 0;                // elementwise: the inner loop's axis
@@ -36,10 +37,11 @@ consteval kernel_loop kernel_loop_of() {
   } else if constexpr (kind != op_kind::matmul && kind != op_kind::exchange) {
     using where = iteration<P, root>;
     constexpr int it = where::it;
-    loop.it = it;
+    loop.it = where::loop;
+    loop.split = where::split >= 0;
     loop.permute = where::permute;
     if constexpr (where::permute < 0) loop.flat = eval::template is_flat<it, it == root>();
-    loop.row = int(row_axis(typename eval::template node_t<it>::static_extents{}));
+    loop.row = int(row_axis(typename eval::template node_t<where::loop>::static_extents{}));
   }
   return loop;
 }
@@ -138,6 +140,7 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
       out += "elementwise, loop nest over " + extents_text(it);
       if (table[it].rank > 0) out += ", inner loop " + std::to_string(dims[std::size_t(it) * max_rank + std::size_t(loop.row)]);
       if (loop.permute >= 0) out += " (the permute's input; writes at a stride)";
+      if (loop.split) out += " (the axes a reshape under it splits)";
       else if (it != root) out += " (the reshape's input)";
     }
     const int group_end = kernel_groups<Layout>::end[K];

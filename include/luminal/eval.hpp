@@ -119,7 +119,9 @@ struct evaluator {
 
   /// The value of node Id at coordinates c. With Root, a stored node is computed rather
   /// than loaded: it is the value the running kernel produces.
-  template <int Id, bool Root = false>
+  /// With Unchecked, pads are read as if every coordinate were inside them: the loop nest
+  /// asks for it on the part of a row that inside_pads() says is inside every pad.
+  template <int Id, bool Root = false, bool Unchecked = false>
   LUMINAL_HD static value_type<Id> at(const kernel_context& ctx, const coords<Id>& c) {
     using N = node_t<Id>;
     using T = value_type<Id>;
@@ -130,7 +132,7 @@ struct evaluator {
     } else if constexpr (N::kind == op_kind::extent) {
       return static_cast<T>(ctx.dims[index_t(Id) * index_t(P::max_rank)]);
     } else if constexpr (N::kind == op_kind::map) {
-      return apply_map<Id>(ctx, c, typename N::children{});
+      return apply_map<Id, Unchecked>(ctx, c, typename N::children{});
     } else if constexpr (N::kind == op_kind::view) {
       constexpr int C = flat::detail::first(typename N::children{});
       if constexpr (broadcasts_one_element<Id>()) {
@@ -140,10 +142,10 @@ struct evaluator {
       } else {
         auto child_dims = dims<C>(ctx);
         coords<C> cc = N::op::to_child(c, dims<Id>(ctx), child_dims);
-        if constexpr (requires { N::op::pad_value; }) {
+        if constexpr (requires { N::op::pad_value; } && !Unchecked) {
           if (!N::op::inside(cc, child_dims)) return static_cast<T>(N::op::pad_value);
         }
-        return at<C>(ctx, cc);
+        return at<C, false, Unchecked>(ctx, cc);
       }
     } else if constexpr (N::kind == op_kind::gather) {
       constexpr int Table = flat::detail::first(typename N::children{});
@@ -151,7 +153,7 @@ struct evaluator {
       constexpr std::size_t index_rank = node_t<Index>::rank, table_rank = node_t<Table>::rank;
       coords<Index> ic{};
       for (std::size_t k = 0; k < index_rank; ++k) ic[k] = c[k];
-      index_t row = index_t(at<Index>(ctx, ic));
+      index_t row = index_t(at<Index, false, Unchecked>(ctx, ic));
       auto table_dims = dims<Table>(ctx);
       if (row < 0 || row >= table_dims[0]) {
         *ctx.error_flag = 1;
@@ -187,10 +189,110 @@ struct evaluator {
     }
   }
 
-  template <int Id, int... C>
+  template <int Id, bool Unchecked, int... C>
   LUMINAL_HD static value_type<Id> apply_map(const kernel_context& ctx, const coords<Id>& c,
                                              std::integer_sequence<int, C...>) {
-    return node_t<Id>::op::functor::apply(at<C>(ctx, c)...);
+    return node_t<Id>::op::functor::apply(at<C, false, Unchecked>(ctx, c)...);
+  }
+
+  /// Whether node Id leads to node Split through maps computed in the kernel.
+  template <int Id, int Split, bool Root = false>
+  static constexpr bool leads_to() {
+    using N = node_t<Id>;
+    if constexpr (Id == Split) return true;
+    else if constexpr (N::kind != op_kind::map || (!Root && N::stored)) return false;
+    else return []<int... C>(std::integer_sequence<int, C...>) { return (leads_to<C, Split>() || ...); }(typename N::children{});
+  }
+  /// The value of node Id at coordinates `fine` of the input of reshape Split, which only
+  /// splits Id's axes further (detail::iteration::split): maps pass `fine` down towards
+  /// Split, Split reads its input there, and every other read merges `fine` back into
+  /// Id's coordinates by multiply-adds. No coordinate is divided.
+  template <int Id, bool Root, int Split>
+  LUMINAL_HD static value_type<Id> at_split(const kernel_context& ctx,
+                                            const coords<flat::detail::first(typename node_t<Split>::children{})>& fine) {
+    using N = node_t<Id>;
+    constexpr int Fine = flat::detail::first(typename node_t<Split>::children{});
+    if constexpr (Id == Split) {
+      return at<Fine>(ctx, fine);
+    } else if constexpr (N::kind == op_kind::map && leads_to<Id, Split, Root>()) {
+      return apply_map_split<Id, Split>(ctx, fine, typename N::children{});
+    } else {
+      return at<Id, Root>(ctx, node_t<Split>::op::template from_child<N::rank>(fine, dims<Fine>(ctx)));
+    }
+  }
+  template <int Id, int Split, class F, int... C>
+  LUMINAL_HD static value_type<Id> apply_map_split(const kernel_context& ctx, const F& fine,
+                                                   std::integer_sequence<int, C...>) {
+    return node_t<Id>::op::functor::apply(split_child<C, Split>(ctx, fine)...);
+  }
+  template <int C, int Split, class F>
+  LUMINAL_HD static value_type<C> split_child(const kernel_context& ctx, const F& fine) {
+    constexpr int Fine = flat::detail::first(typename node_t<Split>::children{});
+    if constexpr (leads_to<C, Split>()) return at_split<C, false, Split>(ctx, fine);
+    else return at<C>(ctx, node_t<Split>::op::template from_child<node_t<C>::rank>(fine, dims<Fine>(ctx)));
+  }
+
+  /// Whether the kernel's expression at node Id reads through a pad view.
+  template <int Id, bool Root = false>
+  static constexpr bool reads_padding() {
+    using N = node_t<Id>;
+    if constexpr (N::kind == op_kind::input || (!Root && N::stored)) {
+      return false;
+    } else if constexpr (N::kind == op_kind::map || N::kind == op_kind::gather) {
+      return []<int... C>(std::integer_sequence<int, C...>) {
+        return (reads_padding<C>() || ...);
+      }(typename N::children{});
+    } else if constexpr (N::kind == op_kind::view) {
+      return requires { N::op::pad_value; } || reads_padding<flat::detail::first(typename N::children{})>();
+    } else {
+      return false;
+    }
+  }
+  /// Whether, along a row of the loop nest (one coordinate of node Id advancing by one),
+  /// each pad's test is of a coordinate that moves monotonically: then the elements
+  /// inside every pad are one interval of the row. Views map coordinates affinely, except
+  /// a reshape (its unravel wraps around) and a gather's table (the row it reads comes
+  /// from a value), so no pad may lie below either.
+  template <int Id, bool Root = false>
+  static constexpr bool pads_monotone() {
+    using N = node_t<Id>;
+    if constexpr (!reads_padding<Id, Root>()) {
+      return true;
+    } else if constexpr (N::kind == op_kind::map) {
+      return []<int... C>(std::integer_sequence<int, C...>) {
+        return (pads_monotone<C>() && ...);
+      }(typename N::children{});
+    } else if constexpr (N::kind == op_kind::view) {
+      constexpr int C = flat::detail::first(typename N::children{});
+      if constexpr (requires { N::op::is_reshape; }) return false;
+      else return pads_monotone<C>();
+    } else {
+      return false;  // a gather over padding
+    }
+  }
+  /// Whether coordinates c of node Id are inside every pad the expression reads through
+  /// there (pads_monotone: maps and affine views only).
+  template <int Id, bool Root = false>
+  LUMINAL_HD static bool inside_pads(const kernel_context& ctx, const coords<Id>& c) {
+    using N = node_t<Id>;
+    if constexpr (!reads_padding<Id, Root>()) {
+      return true;
+    } else if constexpr (N::kind == op_kind::map) {
+      return inside_children<Id>(ctx, c, typename N::children{});
+    } else {
+      constexpr int C = flat::detail::first(typename N::children{});
+      auto child_dims = dims<C>(ctx);
+      coords<C> cc = N::op::to_child(c, dims<Id>(ctx), child_dims);
+      if constexpr (requires { N::op::pad_value; }) {
+        if (!N::op::inside(cc, child_dims)) return false;
+      }
+      return inside_pads<C>(ctx, cc);
+    }
+  }
+  template <int Id, int... C>
+  LUMINAL_HD static bool inside_children(const kernel_context& ctx, const coords<Id>& c,
+                                         std::integer_sequence<int, C...>) {
+    return (inside_pads<C>(ctx, c) && ...);
   }
   template <int Id, int... C>
   LUMINAL_HD static value_type<Id> apply_map_flat(const kernel_context& ctx, index_t i,

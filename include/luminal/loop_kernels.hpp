@@ -73,6 +73,47 @@ struct iteration {
     if constexpr (permute >= 0) return child<permute>;
     else return past_reshapes;
   }();
+  /// Whether node N is computed in this kernel: the iteration node itself, or a node the
+  /// plan fuses into it.
+  template <int N>
+  static constexpr bool computed_here = N == it || !node<N>::stored;
+  /// A reshape under `it`, reached through maps, that only splits axes and splits the
+  /// inner one into a short last axis (a max pool's gradient read in (.., 28) columns as
+  /// (.., 14, 2) windows), or -1. The nest then runs over the reshape's input, whose
+  /// inner rows of at most 8 run unrolled, and no coordinate is divided: the reshape reads
+  /// its input where the nest is, the other reads merge coordinates back by multiply-adds.
+  template <int N>
+  static constexpr int split_under() {
+    using X = node<N>;
+    if constexpr (!computed_here<N>) {
+      return -1;
+    } else if constexpr (X::kind == op_kind::map) {
+      return []<int... C>(std::integer_sequence<int, C...>) {
+        int found = -1;
+        ((found = found >= 0 ? found : split_under<C>()), ...);
+        return found;
+      }(typename X::children{});
+    } else if constexpr (requires { X::op::only_splits; }) {
+      using In = typename node<child<N>>::static_extents;
+      constexpr std::size_t row = row_axis(typename X::static_extents{});
+      constexpr index_t inner = row_extent(In{});
+      if constexpr (X::op::only_splits && X::rank > 0 && X::op::inputs_of(row) > 1 && inner > 1 && inner <= 8)
+        return N;
+      else
+        return -1;
+    } else {
+      return -1;
+    }
+  }
+  static constexpr int split = [] {
+    if constexpr (permute < 0 && node<it>::kind == op_kind::map && node<it>::rank > 0) return split_under<it>();
+    else return -1;
+  }();
+  /// The node whose extents the loop nest runs over.
+  static constexpr int loop = [] {
+    if constexpr (split >= 0) return child<split>;
+    else return it;
+  }();
 };
 
 /// Runs row(c, i, first, n) for the rows of coordinates c covering flat indices
@@ -106,8 +147,8 @@ struct elementwise_kernel {
   using where = detail::iteration<P, Id>;
   static constexpr int it = where::it;
   static constexpr bool root = it == Id;
-  static constexpr std::size_t rank = eval::template node_t<it>::rank;
-  using static_extents = typename eval::template node_t<it>::static_extents;
+  static constexpr std::size_t rank = eval::template node_t<where::loop>::rank;
+  using static_extents = typename eval::template node_t<where::loop>::static_extents;
   static constexpr std::size_t row = detail::row_axis(static_extents{});
   static constexpr index_t row_length = detail::row_extent(static_extents{});
   /// Rows of at most 8 elements (a pool's window of 4) run as blocks along the axis before
@@ -115,11 +156,51 @@ struct elementwise_kernel {
   /// the last) is then done once per row, not once per element.
   static constexpr bool short_rows = where::permute < 0 && row > 0 && row_length > 1 && row_length <= 8 &&
                                      detail::static_extent(static_extents{}, row - 1) != 1;
+  /// Rows that read through pads whose tests move monotonically along the row (an
+  /// im2col's zero border, a col2im's shifted windows) run in three parts: the elements
+  /// before and after the interval inside every pad, tested one by one, and that interval
+  /// with no test at all, whose loads are then consecutive and vectorize.
+  static constexpr bool padded_rows =
+      where::split < 0 && eval::template reads_padding<it, root>() && eval::template pads_monotone<it, root>();
+  /// At most this many elements are tested at each end of a row; a row whose inside
+  /// interval lies further in (or that has none, as where concat's operands meet) is
+  /// tested element by element.
+  static constexpr index_t edge_limit = 4;
   kernel_context ctx;
   T* out;
 
+  /// The value at coordinates c of the loop node (detail::iteration::loop).
+  LUMINAL_HD T value(const extents<rank>& c) const {
+    if constexpr (where::split >= 0) return eval::template at_split<it, root, where::split>(ctx, c);
+    else return eval::template at<it, root>(ctx, c);
+  }
+
+  LUMINAL_HD void run_padded_row(const extents<rank>& c, T* LUMINAL_RESTRICT line, index_t first, index_t n) const {
+    extents<rank> at_j = c;
+    auto tested = [&](index_t j) {
+      at_j[row] = first + j;
+      line[j] = eval::template at<it, root>(ctx, at_j);
+    };
+    auto inside = [&](index_t j) {
+      at_j[row] = first + j;
+      return eval::template inside_pads<it, root>(ctx, at_j);
+    };
+    index_t lo = 0, hi = n;
+    bool lo_inside = false, hi_inside = false;
+    for (index_t k = 0; k < edge_limit && lo < hi && !(lo_inside = inside(lo)); ++k) tested(lo++);
+    for (index_t k = 0; k < edge_limit && lo < hi && !(hi_inside = inside(hi - 1)); ++k) tested(--hi);
+    if (!(lo_inside && hi_inside)) {  // no interval found near the ends
+      for (index_t j = lo; j < hi; ++j) tested(j);
+      return;
+    }
+    for (index_t j = lo; j < hi; ++j) {
+      at_j[row] = first + j;
+      line[j] = eval::template at<it, root, true>(ctx, at_j);
+    }
+  }
+
   LUMINAL_HD void run_short_rows(index_t begin, index_t end, const extents<rank>& d) const {
-    auto one = [&](index_t i) { out[i] = eval::template at<it, root>(ctx, detail::unravel(i, d)); };
+    auto one = [&](index_t i) { out[i] = value(detail::unravel(i, d)); };
     const index_t body_begin = (begin + row_length - 1) / row_length * row_length;
     const index_t body_end = end / row_length * row_length;
     if (body_begin >= body_end) {
@@ -138,7 +219,7 @@ struct elementwise_kernel {
         T* LUMINAL_RESTRICT line = out + (i + j) * row_length;
         for (index_t k = 0; k < row_length; ++k) {
           c[row] = k;
-          line[k] = eval::template at<it, root>(ctx, c);
+          line[k] = value(c);
         }
       }
     });
@@ -152,16 +233,18 @@ struct elementwise_kernel {
     } else if constexpr (rank == 0) {
       if (begin < end) out[0] = eval::template at<it, root>(ctx, {});
     } else if constexpr (short_rows) {
-      run_short_rows(begin, end, eval::template dims<it>(ctx));
+      run_short_rows(begin, end, eval::template dims<where::loop>(ctx));
     } else {
-      detail::for_each_row<row>(begin, end, eval::template dims<it>(ctx),
+      detail::for_each_row<row>(begin, end, eval::template dims<where::loop>(ctx),
                                 [&](extents<rank>& c, index_t i, index_t first, index_t n) {
-        if constexpr (where::permute < 0) {
+        if constexpr (where::permute < 0 && padded_rows) {
+          run_padded_row(c, out + i, first, n);
+        } else if constexpr (where::permute < 0) {
           T* LUMINAL_RESTRICT line = out + i;
           extents<rank> at_j = c;  // a local copy: c lives in memory the loop would write
           for (index_t j = 0; j < n; ++j) {
             at_j[row] = first + j;
-            line[j] = eval::template at<it, root>(ctx, at_j);
+            line[j] = value(at_j);
           }
         } else {
           using Perm = typename eval::template node_t<where::permute>;

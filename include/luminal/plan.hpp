@@ -199,8 +199,13 @@ constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& tabl
         if (!forward[i]) continue;
         // A view is kept as the value it shows: the backward reads that value through the
         // view's index map, and the forward writes it in its own loop order (a pool's
-        // input is kept as the activation, not copied out window by window).
-        while (table[i].kind == op_kind::view && table[i].child_count == 1) i = table[i].children[0];
+        // input is kept as the activation, not copied out window by window). So is an
+        // identity map (a custom rule's node, stop_gradient: cost 0), not copied out.
+        auto shows_child = [&](int id) {
+          return table[id].child_count == 1 &&
+                 (table[id].kind == op_kind::view || (table[id].kind == op_kind::map && table[id].cost == 0));
+        };
+        while (shows_child(i)) i = table[i].children[0];
         if (from_input[i] && table[i].kind != op_kind::input) retained[i] = true;
       }
   return retained;

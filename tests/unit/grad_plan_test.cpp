@@ -97,6 +97,49 @@ TEST_CASE("forward and backward compile into one fused program", "[grad][plan]")
 }
 
 namespace {
+/// max over axis 1, differentiated as the identity: a custom rule whose node the backward
+/// reads as the value of the reduction under it.
+struct max_as_identity {
+  static constexpr auto forward(auto x) { return max<1>(x, keepdim); }
+  static constexpr auto vjp(auto g, auto, auto x) { return expand(g, shape_t<decltype(x)>{}); }
+};
+}  // namespace
+
+TEST_CASE("an identity map the backward reads is kept as the value under it, not copied", "[grad][plan]") {
+  auto x = input<"x", f32>(shape<Batch, 8>);
+  auto w = param<"w", f32>(shape<8, 6>);
+  // The backward reads stop_gradient(m), an identity map over a custom node (another)
+  // over max's result: the plan keeps the reduction's buffer, not a copy of either map.
+  auto m = custom_vjp<max_as_identity>(matmul(x, w));
+  auto loss = sum(m * stop_gradient(m));
+  auto prog = compile(loss, grad(loss, w));
+  auto xv = test::random_array<float>({3, 8}, 31), wv = test::random_array<float>({8, 6}, 32);
+  prog.bind("x", xv);
+  prog.bind("w", wv);
+  prog.run();
+  const auto kept = prog.retained_nodes();
+  REQUIRE(!kept.empty());
+  for (const auto& line : kept) {
+    INFO(line);
+    CHECK(line.find("custom") == std::string::npos);
+    CHECK(line.find("stop_gradient") == std::string::npos);
+  }
+  // d loss / d m = m, and the rule spreads it over each row of x w: dw[i, k] = sum_b x[b, i] m[b].
+  xt::xarray<double> expected = xt::zeros<double>({8, 6});
+  for (std::size_t b = 0; b < 3; ++b) {
+    double mb = -1e300;
+    for (std::size_t k = 0; k < 6; ++k) {
+      double xw = 0;
+      for (std::size_t i = 0; i < 8; ++i) xw += double(xv(b, i)) * double(wv(i, k));
+      mb = std::max(mb, xw);
+    }
+    for (std::size_t i = 0; i < 8; ++i)
+      for (std::size_t k = 0; k < 6; ++k) expected(i, k) += double(xv(b, i)) * mb;
+  }
+  test::require_close(prog.template output<1>(), expected, 1e-5, 1e-5);
+}
+
+namespace {
 /// A three-layer network's loss and weight gradients: eight forward buffers the backward
 /// reads (two GEMM results per layer and their activations), some recomputable.
 auto three_layer_loss_and_gradients() {

@@ -224,6 +224,46 @@ TEST_CASE("nn: MaxPool2d and AvgPool2d match naive loops", "[nn][pool]") {
   test::require_close(prog.output<3>(), naive_pool(xd, 3, 1, 1, false), 1e-6, 1e-6);
 }
 
+TEST_CASE("nn: MaxPool2d sends each window's gradient to its first maximal element, as torch", "[nn][pool]") {
+  auto x = input<"x", f32>(shape<2, 3, 8, 6>);
+  auto r1 = input<"r1", f32>(shape<2, 3, 4, 3>);
+  auto r2 = input<"r2", f32>(shape<2, 3, 4, 3>);
+  // MaxPool2d<2> tiles the 8 x 6 plane (a reshape), <3, 2, 1> overlaps and pads.
+  // Values from {0, 1, 2} (and all zeros in some windows, as after a ReLU): most windows tie.
+  auto loss = sum(nn::MaxPool2d<2>{}(x) * r1) + sum(nn::MaxPool2d<3, 2, 1>{}(x) * r2);
+  auto prog = compile<B>(grad(loss, x));
+  xt::xarray<float> xv = test::random_ints<float>({2, 3, 8, 6}, 37, 0, 2);
+  for (std::size_t h = 0; h < 8; ++h)
+    for (std::size_t w = 0; w < 6; ++w) xv(0, 1, h, w) = 0.0f;
+  xt::xarray<float> r1v = test::random_array<float>({2, 3, 4, 3}, 38), r2v = test::random_array<float>({2, 3, 4, 3}, 39);
+  prog.bind("x", xv);
+  prog.bind("r1", r1v);
+  prog.bind("r2", r2v);
+  prog.run();
+  // torch's max_pool2d: the first element of the window (row-major) that is greater than
+  // every element before it receives the window's gradient.
+  arr expected = xt::zeros<double>({2, 3, 8, 6});
+  auto route = [&](const xt::xarray<float>& r, long k, long stride, long padding) {
+    for (std::size_t n = 0; n < 2; ++n)
+      for (std::size_t c = 0; c < 3; ++c)
+        for (std::size_t i = 0; i < r.shape()[2]; ++i)
+          for (std::size_t j = 0; j < r.shape()[3]; ++j) {
+            long best_h = -1, best_w = -1;
+            for (long p = 0; p < k; ++p)
+              for (long q = 0; q < k; ++q) {
+                long h = long(i) * stride + p - padding, w = long(j) * stride + q - padding;
+                if (h < 0 || w < 0 || h >= 8 || w >= 6) continue;
+                if (best_h < 0 || xv(n, c, std::size_t(h), std::size_t(w)) > xv(n, c, std::size_t(best_h), std::size_t(best_w)))
+                  best_h = h, best_w = w;
+              }
+            expected(n, c, std::size_t(best_h), std::size_t(best_w)) += r(n, c, i, j);
+          }
+  };
+  route(r1v, 2, 2, 0);
+  route(r2v, 3, 2, 1);
+  test::require_close(prog.output<0>(), expected, 1e-6, 1e-6);
+}
+
 TEST_CASE("nn: LayerNorm and RMSNorm match their formulas", "[nn][norm]") {
   nn::LayerNorm<"ln", 5> ln;
   nn::RMSNorm<"rms", 5> rms;

@@ -404,3 +404,88 @@ TEMPLATE_LIST_TEST_CASE("views on a symbolic axis follow the extent bound at run
     check_exact(prog.template output<6>(), reshaped(xt::transpose(sd), {4 * batch}));
   }
 }
+
+TEMPLATE_LIST_TEST_CASE("rows read through pads: the edges tested, the interval inside every pad read untested",
+                        "[ops][view][pad]", test_backends) {
+  using xt::all;
+  using xt::range;
+  constexpr Dim N{"N"};
+  auto x = input<"x", f32>(shape<3, 10>);
+  auto y = input<"y", f32>(shape<3, 7>);
+  auto s = input<"s", f32>(shape<2, N>);
+  auto prog = compile<TestType>(pad<1, 2, 3>(x),                                            // 0 an interval in each row
+                                pad<1, 6, 5, -2.0>(x),                                      // 1 borders wider than the ends tested
+                                pad<1, 0, 2>(x) + pad<1, 2, 0>(x) * 0.5_c,                  // 2 two shifted windows (col2im)
+                                concat<1>(x, y),                                            // 3 no interval inside both pads
+                                pad<0, 1, 1, 4.0>(pad<1, 1, 1>(x)),                         // 4 rows wholly outside the outer pad
+                                permute<0, 2, 1>(unfold<1, 3, 1>(pad<1, 1, 1>(x))),         // 5 im2col: rows of 10 windows
+                                pad<1, 1, 2, 3.0>(s),                                       // 6 a row of symbolic length
+                                pad<1, 2, 2>(slice<1, 3, 3>(x)));                           // 7 a row of padding only
+  auto xv = test::random_array<float>({3, 10}, 291);
+  auto yv = test::random_array<float>({3, 7}, 292);
+  prog.bind("x", xv);
+  prog.bind("y", yv);
+  xt::xarray<double> xd = test::to_double(xv), yd = test::to_double(yv);
+  auto at = [&](std::size_t r, long k) { return k >= 0 && k < 10 ? xd(r, std::size_t(k)) : 0.0; };
+  for (std::size_t n : {9u, 1u, 3u}) {
+    INFO("N = " << n);
+    auto sv = test::random_array<float>({2, n}, 293 + unsigned(n));
+    prog.bind("s", sv);
+    prog.run();
+    check_exact(prog.template output<0>(), padded(xd, 1, 2, 3, 0.0));
+    check_exact(prog.template output<1>(), padded(xd, 1, 6, 5, -2.0));
+    xt::xarray<double> windows = xt::zeros<double>({3, 12}), joined = xt::zeros<double>({3, 17});
+    xt::xarray<double> im2col = xt::zeros<double>({3, 3, 10});
+    for (std::size_t r = 0; r < 3; ++r) {
+      for (std::size_t k = 0; k < 12; ++k) windows(r, k) = at(r, long(k)) + 0.5 * at(r, long(k) - 2);
+      for (std::size_t k = 0; k < 17; ++k) joined(r, k) = k < 10 ? xd(r, k) : yd(r, k - 10);
+      for (std::size_t w = 0; w < 3; ++w)
+        for (std::size_t i = 0; i < 10; ++i) im2col(r, w, i) = at(r, long(i + w) - 1);
+    }
+    check_f32(prog.template output<2>(), windows);
+    check_exact(prog.template output<3>(), joined);
+    check_exact(prog.template output<4>(), padded(padded(xd, 1, 1, 1, 0.0), 0, 1, 1, 4.0));
+    check_exact(prog.template output<5>(), im2col);
+    check_exact(prog.template output<6>(), padded(test::to_double(sv), 1, 1, 2, 3.0));
+    check_exact(prog.template output<7>(), xt::xarray<double>(xt::zeros<double>({3, 4})));
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("a map over a reshape that splits its inner axis loops over the split axes",
+                        "[ops][view][reshape]", test_backends) {
+  using xt::all;
+  using xt::range;
+  constexpr Dim N{"N"};
+  auto x = input<"x", f32>(shape<N, 3, 4, 2>);
+  auto y = input<"y", f32>(shape<N, 3, 8>);
+  auto w = input<"w", f32>(shape<N, 2, 2, 3, 2>);
+  // 0: x's (4, 2) read as 8 columns, times y read in y's own order.
+  // 1: two maps deep, over a reshape of a permute (a pool's window read back as columns).
+  // 2: the split axis is the only one the reshape touches; a trailing axis of 1 after it.
+  auto prog = compile<TestType>(reshape(x, shape<N, 3, 8>) * y,
+                                exp(reshape(permute<0, 3, 1, 4, 2>(w), shape<N, 3, 2, 4>) + 1.0_c) * 0.5_c,
+                                reshape(x, shape<N, 3, 8, 1>) - reshape(y, shape<N, 3, 8, 1>));
+  for (std::size_t n : {5u, 1u, 2u}) {
+    INFO("N = " << n);
+    auto xv = test::random_array<float>({n, 3, 4, 2}, 301 + unsigned(n));
+    auto yv = test::random_array<float>({n, 3, 8}, 311 + unsigned(n));
+    auto wv = test::random_array<float>({n, 2, 2, 3, 2}, 321 + unsigned(n));
+    prog.bind("x", xv);
+    prog.bind("y", yv);
+    prog.bind("w", wv);
+    prog.run();
+    xt::xarray<double> xd = test::to_double(xv), yd = test::to_double(yv), wd = test::to_double(wv);
+    xt::xarray<double> product = xt::zeros<double>({n, std::size_t(3), std::size_t(8)});
+    xt::xarray<double> windows = xt::zeros<double>({n, std::size_t(3), std::size_t(2), std::size_t(4)});
+    for (std::size_t b = 0; b < n; ++b)
+      for (std::size_t c = 0; c < 3; ++c) {
+        for (std::size_t k = 0; k < 8; ++k) product(b, c, k) = xd(b, c, k / 2, k % 2) * yd(b, c, k);
+        for (std::size_t i = 0; i < 2; ++i)
+          for (std::size_t k = 0; k < 4; ++k)  // k = 2 p + q over the permute's last two axes (w's 4th and 2nd)
+            windows(b, c, i, k) = 0.5 * std::exp(wd(b, i, k % 2, c, k / 2) + 1.0);
+      }
+    check_f32(prog.template output<0>(), product);
+    check_f32(prog.template output<1>(), windows);
+    check_f32(prog.template output<2>(), reshaped(xt::xarray<double>(reshaped(xd, {n, 3, 8}) - yd), {n, 3, 8, 1}));
+  }
+}

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <limits>
 
+#include "../ops/custom.hpp"
+#include "../ops/reductions.hpp"
 #include "linear.hpp"
 
 namespace luminal::nn {
@@ -70,6 +72,23 @@ constexpr auto window_first(W w) {
   }();
   return reshape(moved, shape_from<merged>{});
 }
+/// The maximum over axis Axis (window_first's window axis) with torch.nn.MaxPool2d's
+/// gradient: each window's whole cotangent goes to its first maximal element, in
+/// row-major window order, where max() would share it among tied elements. After a ReLU
+/// whole windows tie at 0, and the first-element rule is one argmax reduction and one
+/// comparison per element, where sharing needs a tie mask, its count and a division.
+template <int Axis>
+struct window_max {
+  static constexpr auto forward(auto w) { return max<Axis>(w); }
+  /// A window holding a NaN sends its cotangent to its first element (torch: its last NaN).
+  static constexpr auto vjp(auto g, auto, auto w) {
+    using W = decltype(w);
+    auto first = argmax<Axis>(w, keepdim);
+    auto gk = reshape(g, shape_t<decltype(first)>{});
+    return where(equal(iota<Axis, i32>(shape_t<W>{}), first), gk, c<0.0>);
+  }
+};
+
 /// The output extent of a window K, stride S, padding P over an extent N.
 constexpr std::int64_t window_count(std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t p) {
   return (n + 2 * p - k) / s + 1;
@@ -158,7 +177,8 @@ struct Conv2d {
 };
 
 /// Maximum over K x K windows every Stride of the last two axes ([N, C, H, W] or [C, H, W]),
-/// as torch.nn.MaxPool2d(K, Stride, Padding); padding reads as -infinity.
+/// as torch.nn.MaxPool2d(K, Stride, Padding); padding reads as -infinity. As in torch, the
+/// gradient of a window goes to its first maximal element (ties are not shared).
 template <std::int64_t K, std::int64_t Stride = K, std::int64_t Padding = 0>
 struct MaxPool2d {
   static_assert(K >= 1 && Stride >= 1 && Padding >= 0, "luminal: MaxPool2d needs K, Stride >= 1 and Padding >= 0");
@@ -171,7 +191,8 @@ struct MaxPool2d {
     } else {
       constexpr int R = int(S::rank);
       constexpr double lowest = -std::numeric_limits<double>::infinity();
-      return max<R - 2>(detail::window_first(detail::windows<K, Stride>(detail::pad_spatial<Padding, lowest>(x))));
+      return custom_vjp<detail::window_max<R - 2>>(
+          detail::window_first(detail::windows<K, Stride>(detail::pad_spatial<Padding, lowest>(x))));
     }
   }
 };

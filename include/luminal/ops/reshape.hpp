@@ -108,6 +108,38 @@ struct reshape_map<std::integer_sequence<int, OG...>, std::integer_sequence<int,
     }
     return r;
   }
+
+  /// Whether every output axis is a group of its own: the reshape only splits axes (a
+  /// pool's (28, 28) -> (14, 2, 14, 2)), and output coordinates follow from input ones by
+  /// multiply-adds alone (from_child).
+  static constexpr bool only_splits = [] {
+    constexpr int og[] = {OG..., -1};
+    for (std::size_t a = 0; a < sizeof...(OG); ++a)
+      for (std::size_t b = a + 1; b < sizeof...(OG); ++b)
+        if (og[a] >= 0 && og[a] == og[b]) return false;
+    return true;
+  }();
+  /// How many input axes output axis k's group holds.
+  static constexpr int inputs_of(std::size_t k) {
+    constexpr int og[] = {OG..., -1};
+    int n = 0;
+    for (int g : {IG..., -1}) n += og[k] >= 0 && g == og[k];
+    return n;
+  }
+  /// The output coordinates of input coordinates f (only_splits): each output axis is its
+  /// group's input axes in row-major order.
+  template <std::size_t RO, std::size_t RI>
+  LUMINAL_HD static extents<RO> from_child(const extents<RI>& f, const extents<RI>& in) {
+    static_assert(only_splits, "luminal: internal error: from_child of a reshape that merges axes");
+    constexpr int og[] = {OG..., -1};
+    constexpr int ig[] = {IG..., -1};
+    extents<RO> r{};
+    for (std::size_t k = 0; k < RO; ++k)
+      if (og[k] >= 0)
+        for (std::size_t m = 0; m < RI; ++m)
+          if (ig[m] == og[k]) r[k] = r[k] * in[m] + f[m];
+    return r;
+  }
 };
 
 template <shape_type Target>
