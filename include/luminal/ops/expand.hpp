@@ -16,7 +16,7 @@ struct Expand : view_op {
   /// 0 or 1 rather than chosen: GCC vectorizes no loop that selects by a condition fixed
   /// outside it (luminal turns off the loop unswitching that would hoist it).
   template <std::size_t RO, std::size_t RI>
-  LUMINAL_HD static extents<RI> to_child(const extents<RO>& c, const extents<RO>&, const extents<RI>& in) {
+  LUMINAL_COORDINATE_MAP static extents<RI> to_child(const extents<RO>& c, const extents<RO>&, const extents<RI>& in) {
     extents<RI> in_c{};
     for (std::size_t k = 0; k < RI; ++k) in_c[k] = c[k + (RO - RI)] * index_t(in[k] != 1);
     return in_c;

@@ -15,7 +15,7 @@ struct Permute : view_op {
   using shape = Shape<In::dims[Order]...>;
 
   template <std::size_t R>
-  LUMINAL_HD static extents<R> to_child(const extents<R>& c, const extents<R>&, const extents<R>&) {
+  LUMINAL_COORDINATE_MAP static extents<R> to_child(const extents<R>& c, const extents<R>&, const extents<R>&) {
     extents<R> in_c{};
     std::size_t k = 0;
     ((in_c[Order] = c[k++]), ...);  // not order[k]: a static array is host memory under CUDA
@@ -23,7 +23,7 @@ struct Permute : view_op {
   }
   /// The view's coordinates of the child's coordinates c (the inverse of to_child).
   template <std::size_t R>
-  LUMINAL_HD static extents<R> from_child(const extents<R>& c) {
+  LUMINAL_COORDINATE_MAP static extents<R> from_child(const extents<R>& c) {
     extents<R> out_c{};
     std::size_t k = 0;
     ((out_c[k++] = c[Order]), ...);

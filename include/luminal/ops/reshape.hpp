@@ -84,7 +84,7 @@ struct reshape_map<std::integer_sequence<int, OG...>, std::integer_sequence<int,
   static constexpr std::string_view name = "reshape";
   static constexpr bool is_reshape = true;
   template <std::size_t RO, std::size_t RI>
-  LUMINAL_HD static extents<RI> to_child(const extents<RO>& c, const extents<RO>& out, const extents<RI>& in) {
+  LUMINAL_COORDINATE_MAP static extents<RI> to_child(const extents<RO>& c, const extents<RO>& out, const extents<RI>& in) {
     constexpr int og[] = {OG..., -1};
     constexpr int ig[] = {IG..., -1};
     constexpr int groups = [] {
@@ -129,7 +129,7 @@ struct reshape_map<std::integer_sequence<int, OG...>, std::integer_sequence<int,
   /// The output coordinates of input coordinates f (only_splits): each output axis is its
   /// group's input axes in row-major order.
   template <std::size_t RO, std::size_t RI>
-  LUMINAL_HD static extents<RO> from_child(const extents<RI>& f, const extents<RI>& in) {
+  LUMINAL_COORDINATE_MAP static extents<RO> from_child(const extents<RI>& f, const extents<RI>& in) {
     static_assert(only_splits, "luminal: internal error: from_child of a reshape that merges axes");
     constexpr int og[] = {OG..., -1};
     constexpr int ig[] = {IG..., -1};

@@ -21,7 +21,7 @@ struct Slice : view_op {
   template <class In>
   using shape = shape_from<sliced_dims<In>()>;
   template <std::size_t R>
-  LUMINAL_HD static extents<R> to_child(extents<R> c, const extents<R>&, const extents<R>&) {
+  LUMINAL_COORDINATE_MAP static extents<R> to_child(extents<R> c, const extents<R>&, const extents<R>&) {
     c[Axis] += index_t(Begin);
     return c;
   }
@@ -41,13 +41,13 @@ struct Pad : view_op {
   template <class In>
   using shape = shape_from<padded_dims<In>()>;
   template <std::size_t R>
-  LUMINAL_HD static extents<R> to_child(extents<R> c, const extents<R>&, const extents<R>&) {
+  LUMINAL_COORDINATE_MAP static extents<R> to_child(extents<R> c, const extents<R>&, const extents<R>&) {
     c[Axis] -= index_t(Before);
     return c;
   }
   /// False for an element in the padding.
   template <std::size_t R>
-  LUMINAL_HD static bool inside(const extents<R>& child_c, const extents<R>& in) {
+  LUMINAL_COORDINATE_MAP static bool inside(const extents<R>& child_c, const extents<R>& in) {
     return std::uint64_t(child_c[Axis]) < std::uint64_t(in[Axis]);  // one compare for 0 <= c < n
   }
 };

@@ -47,7 +47,7 @@ struct Unfold : view_op {
   using shape = shape_from<unfolded_dims<In>()>;
 
   template <std::size_t RO, std::size_t RI>
-  LUMINAL_HD static extents<RI> to_child(const extents<RO>& c, const extents<RO>&, const extents<RI>&) {
+  LUMINAL_COORDINATE_MAP static extents<RI> to_child(const extents<RO>& c, const extents<RO>&, const extents<RI>&) {
     extents<RI> in_c{};
     for (std::size_t k = 0; k < RI; ++k)
       in_c[k] = k < std::size_t(Axis) ? c[k] : k == std::size_t(Axis) ? c[k] * index_t(Stride) + c[k + 1] : c[k + 1];
