@@ -87,14 +87,17 @@ LUMINAL_INLINE float exp2_f32(float x) {
   std::int32_t e = std::int32_t(std::uint32_t(float_bits(shifted)) - std::uint32_t(float_bits(round_magic)));
   // Below 2^-150 every result rounds to 0. Those lanes scale by 2^0 instead and are set to
   // 0 after: scaling them down would make subnormal products, which cost a microcode
-  // assist each (a masked softmax's exp is half such lanes; it ran 3x slower).
-  const bool underflows = e < -150 || __builtin_isless(x, -151.0f);
-  e = underflows ? 0 : (e > 129 ? 129 : e);
+  // assist each (a masked softmax's exp is half such lanes; it ran 3x slower). Integer
+  // tests of e, as a mask of bits: a float compare mixed in, or a choice of e by `?:`, left
+  // the loop scalar where only AVX2 (no mask registers) is there.
+  const std::int32_t underflows = -std::int32_t(e < -150);
+  e = (e > 129 ? 129 : e) & ~underflows;
   const std::int32_t half = e >> 1;  // e = half + (e - half), each a normal float's exponent
   const float scaled = p * bits_float((half + 127) << 23) * bits_float((e - half + 127) << 23);
   constexpr float inf = __builtin_inff();
   float result = blend(__builtin_isgreater(x, 129.0f), inf, scaled);
-  result = blend(underflows, 0.0f, result);
+  result = blend(underflows != 0, 0.0f, result);
+  result = blend(__builtin_isless(x, -151.0f), 0.0f, result);
   return blend(__builtin_isunordered(x, x), x, result);
 }
 
