@@ -214,12 +214,19 @@ struct elementwise_kernel {
                                   [&](extents<row>& oc, index_t i, index_t first, index_t n) {
       extents<rank> c{};
       for (std::size_t k = 0; k < row; ++k) c[k] = oc[k];
+      // The row's elements unrolled inside the loop over the rows: that loop then
+      // vectorizes, each of a row's lanes an interleaved load and store. Left as a loop
+      // (GCC does not unroll it before vectorizing), it kept the whole nest scalar.
+      T* LUMINAL_RESTRICT lines = out + i * row_length;
       for (index_t j = 0; j < n; ++j) {
-        c[row - 1] = first + j;
-        T* LUMINAL_RESTRICT line = out + (i + j) * row_length;
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#pragma GCC unroll 8
+#endif
         for (index_t k = 0; k < row_length; ++k) {
-          c[row] = k;
-          line[k] = value(c);
+          extents<rank> at = c;
+          at[row - 1] = first + j;
+          at[row] = k;
+          lines[j * row_length + k] = value(at);
         }
       }
     });
