@@ -17,6 +17,7 @@
 // most of a training step's compile time. (nvcc keeps the plain type: its front end and
 // the host compiler would hash different spellings.)
 #pragma once
+#include <bit>
 #include <boost/mp11/algorithm.hpp>
 #include <cstdint>
 #include <string_view>
@@ -30,6 +31,15 @@ namespace luminal::flat {
 
 /// The op of nodes that have none to evaluate (leaves, extents, gathers, exchanges).
 struct no_op {};
+
+/// A constant (Const or Literal) as the bits of its value as a double. nvcc writes
+/// floating-point template arguments into the host code it generates with 6 significant
+/// digits, so a kernel type that held Const<float, 1.44269502f> was registered as
+/// Const<float, 1.4427f>, and its launch failed with "invalid device function".
+template <std::uint64_t Bits>
+struct constant {
+  static constexpr double value = std::bit_cast<double>(Bits);
+};
 
 /// One node: what evaluating it needs, with children as node ids. Static holds each
 /// extent, -1 where it is known only at run time.
@@ -60,7 +70,8 @@ auto child_ids(boost::mp11::mp_list<C...>) -> std::integer_sequence<int, L::temp
 
 template <class N>
 auto op_of() {
-  if constexpr (N::kind == op_kind::constant) return std::type_identity<N>{};  // Const / Literal: its value
+  if constexpr (N::kind == op_kind::constant)  // Const / Literal: its value (every element type is exact in a double)
+    return std::type_identity<constant<std::bit_cast<std::uint64_t>(double(N::value))>>{};
   else if constexpr (N::kind == op_kind::input || N::kind == op_kind::extent || N::kind == op_kind::gather ||
                      N::kind == op_kind::exchange)
     return std::type_identity<no_op>{};

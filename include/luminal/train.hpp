@@ -135,10 +135,14 @@ class train_step {
 
   /// Makes the step data parallel over `comm` (compile_train_step with data_parallel does
   /// this): the next run() checks that every rank holds the same model and takes rank 0's
-  /// parameters, optimizer state and step count.
+  /// parameters, optimizer state and step count. A GPU backend needs a communicator that
+  /// sums device memory (nccl_communicator).
   void set_communicator(communicator& comm) {
-    static_assert(B::host_accessible, "luminal: data_parallel needs a backend with host-accessible memory");
     static_assert(Program::exchanges, "luminal: this step was not compiled with data_parallel");
+    if (!B::host_accessible && !comm.sums_device_memory())
+      throw distributed_error(std::string("luminal: data_parallel on the ") + B::name +
+                              " backend needs a communicator that sums device memory (nccl_communicator, "
+                              "luminal/distributed/nccl.hpp); this one sums host memory only");
     comm_ = &comm;
     program_.set_communicator(comm);
     synchronized_ = false;

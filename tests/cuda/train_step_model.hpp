@@ -20,20 +20,38 @@ inline constexpr luminal::Dim Batch{"Batch"};
 /// The parameter names of the model, in the order they are checked.
 inline const std::vector<std::string> parameter_names{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
 
-/// The training step on backend B, its parameters initialized from seed 11.
-template <class B>
-auto make_step() {
+/// The model's loss and its parameters' initial values (seed 11).
+inline auto model_loss() {
   using namespace luminal;
   nn::Linear<"fc1", 64, 128> fc1;
   nn::Linear<"fc2", 128, 1> fc2;
   auto x = input<"x", f32>(shape<Batch, 64>);
   auto target = input<"target", f32>(shape<Batch, 1>);
-  auto loss = nn::mse(fc2(relu(fc1(x))), target);
-  auto step = compile_train_step<B>(loss, sgd{.lr = 1e-2f, .momentum = 0.9f});
-  tensor_store init;
+  return nn::mse(fc2(relu(fc1(x))), target);
+}
+inline luminal::tensor_store initial_parameters() {
+  luminal::nn::Linear<"fc1", 64, 128> fc1;
+  luminal::nn::Linear<"fc2", 128, 1> fc2;
+  luminal::tensor_store init;
   fc1.initialize(init, 11);
   fc2.initialize(init, 11);
-  step.store().assign(init);
+  return init;
+}
+inline constexpr luminal::sgd optimizer{.lr = 1e-2f, .momentum = 0.9f};
+
+/// The training step on backend B, its parameters initialized from seed 11.
+template <class B>
+auto make_step() {
+  auto step = luminal::compile_train_step<B>(model_loss(), optimizer);
+  step.store().assign(initial_parameters());
+  return step;
+}
+
+/// The same step, data parallel over `comm` (the gradients' mean over its ranks).
+template <class B>
+auto make_data_parallel_step(luminal::communicator& comm) {
+  auto step = luminal::compile_train_step<B>(model_loss(), optimizer, luminal::data_parallel{comm});
+  step.store().assign(initial_parameters());
   return step;
 }
 

@@ -207,6 +207,7 @@ TEMPLATE_LIST_TEST_CASE("a retention budget keeps at most its bytes, recomputes 
   REQUIRE(some.recomputed_flops({{"Batch", 200}}) > some.recomputed_flops({{"Batch", 7}}));
 }
 
+#ifndef __CUDACC__  // host only; nvcc misspells the decltypes of these programs (test_support.hpp)
 TEST_CASE("the budget's choice matches brute force over every set of recomputed values", "[grad][retention]") {
   auto prog = std::apply([](auto... outputs) { return compile<host, retention_policy::budget{0}>(outputs...); },
                          three_layer_loss_and_gradients());
@@ -249,6 +250,7 @@ TEST_CASE("the budget's choice matches brute force over every set of recomputed 
     REQUIRE(choice.recomputed_flops == Approx(least).margin(1e-9));
   }
 }
+#endif
 
 TEST_CASE("without a budget, the bytes kept for the backward are counted alike from the buffers and the plan",
           "[grad][retention]") {

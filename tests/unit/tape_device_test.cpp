@@ -114,9 +114,14 @@ TEMPLATE_LIST_TEST_CASE("tape over a parameter_store: AdamW steps match the host
     REQUIRE(norm == Approx(host_norm).epsilon(1e-4));
     REQUIRE(norm > 1.0);  // clipped
   }
+  // AdamW moves every element by about lr per step whatever its gradient's size, so an
+  // element whose gradient is mostly cancellation (its rounding differs between the GPU's
+  // reduction order and the host's) moves by a visibly different fraction of lr: on an
+  // H200, 0.02 lr over 3 steps. A wrong kernel is off by lr or more.
   for (const auto& [name, entry] : host_params) {
     INFO("parameter " << name);
-    test::require_close(device_params.template get<float>(name), host_params.get<float>(name), 1e-4, 1e-6);
+    test::require_close(device_params.template get<float>(name), host_params.get<float>(name), 1e-4,
+                        0.1 * 1e-4);
   }
   // The gradients stay allocated and zeroed for the next backward.
   REQUIRE(device_tape.device_gradients().size() == host_params.size());

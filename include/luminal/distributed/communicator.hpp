@@ -1,10 +1,12 @@
 // The communicator concept a data-parallel training step runs its gradient exchange on:
 // sums across ranks that start, progress and finish while kernels run, a broadcast and a
-// gather for the set-up checks. One implementation per transport (MPI in mpi.hpp); this
-// header needs none of them.
+// gather for the set-up checks. One implementation per transport (MPI in mpi.hpp, NCCL in
+// nccl.hpp); this header needs none of them.
 //
 //     luminal::mpi_communicator comm(MPI_COMM_WORLD);            // distributed/mpi.hpp
 //     auto step = compile_train_step(loss, adam{}, data_parallel{comm});
+//     luminal::nccl_communicator gpus(nccl_comm);                 // distributed/nccl.hpp
+//     auto on_gpu = compile_train_step<cuda>(loss, adam{}, data_parallel{gpus});
 //
 // local_communicator is the one-rank communicator: the exchange's path without a transport.
 #pragma once
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -42,6 +45,21 @@ class communicator {
   virtual void progress() {}
   /// Returns when the sum that `handle` names has arrived in its memory.
   virtual void wait(std::uint64_t handle) = 0;
+
+  /// Whether the communicator sums a GPU's memory in the GPU's stream order (NCCL): a
+  /// data-parallel step on a GPU backend needs one, since its gradients never reach the host.
+  virtual bool sums_device_memory() const { return false; }
+  /// Starts summing `count` elements of device memory at `data` in place, after the work
+  /// already queued on `stream` (a cudaStream_t); does not block the host.
+  virtual std::uint64_t start_device_sum(void* /*data*/, std::size_t /*count*/, dtype_tag /*type*/,
+                                         void* /*stream*/) {
+    throw distributed_error("luminal: this communicator sums host memory only; a GPU backend's gradients need "
+                            "one that sums device memory (nccl_communicator, luminal/distributed/nccl.hpp)");
+  }
+  /// Makes the work queued on `stream` after this call wait for the device sum `handle`.
+  virtual void wait_on_stream(std::uint64_t /*handle*/, void* /*stream*/) {
+    throw distributed_error("luminal: this communicator has no device sums to wait for");
+  }
 
   /// Makes `bytes` bytes at `data` rank `root`'s on every rank.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
@@ -126,26 +144,44 @@ inline void check_same_model(const std::string& description, communicator& comm)
 namespace detail {
 /// What a program's exchange kernels share during one run: the communicator, and per
 /// bucket its staging memory (gradients gathered into one block, summed in place) and the
-/// handle of its sum while in flight.
+/// handle of its sum while in flight. On a GPU backend the staging memory is the backend's
+/// (`device_staging`), and sums are ordered on the program's stream instead of waited for.
 struct exchange_state {
   communicator* comm = nullptr;
   std::vector<std::vector<std::byte>> staging;
+  std::vector<std::shared_ptr<void>> device_staging;
+  std::vector<std::size_t> device_bytes;
   std::vector<std::uint64_t> handles;
   std::vector<bool> in_flight;
   int pending = 0;
   double waited_seconds = 0;  // inside wait(): the exchange time the kernels did not hide
 
   std::byte* bucket(int b, std::size_t bytes) {
-    if (staging.size() <= std::size_t(b)) {
-      staging.resize(std::size_t(b) + 1), handles.resize(std::size_t(b) + 1), in_flight.resize(std::size_t(b) + 1);
-    }
+    grow(b);
     if (staging[std::size_t(b)].size() < bytes) staging[std::size_t(b)].resize(bytes);
     return staging[std::size_t(b)].data();
+  }
+  /// Bucket b's staging memory from `backend` (kept, and freed by it, with the program).
+  template <class Backend>
+  void* device_bucket(int b, std::size_t bytes, Backend& backend) {
+    grow(b);
+    if (device_bytes[std::size_t(b)] < bytes) {
+      device_staging[std::size_t(b)] = std::shared_ptr<void>(backend.allocate(bytes), [backend](void* p) mutable {
+        backend.deallocate(p);
+      });
+      device_bytes[std::size_t(b)] = bytes;
+    }
+    return device_staging[std::size_t(b)].get();
   }
   void start(int b, std::size_t count, dtype_tag type) {
     handles[std::size_t(b)] = comm->start_sum(staging[std::size_t(b)].data(), count, type);
     in_flight[std::size_t(b)] = true;
     ++pending;
+  }
+  /// Starts bucket b's sum in device memory after the work queued on `stream`.
+  void start_on_device(int b, std::size_t count, dtype_tag type, void* stream) {
+    handles[std::size_t(b)] = comm->start_device_sum(device_staging[std::size_t(b)].get(), count, type, stream);
+    in_flight[std::size_t(b)] = true;
   }
   void finish(int b) {
     if (!in_flight[std::size_t(b)]) return;
@@ -154,6 +190,18 @@ struct exchange_state {
     waited_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     in_flight[std::size_t(b)] = false;
     --pending;
+  }
+  /// Orders the work queued on `stream` after bucket b's device sum (the host does not wait).
+  void finish_on_device(int b, void* stream) {
+    if (!in_flight[std::size_t(b)]) return;
+    comm->wait_on_stream(handles[std::size_t(b)], stream);
+    in_flight[std::size_t(b)] = false;
+  }
+
+ private:
+  void grow(int b) {
+    const std::size_t n = std::max(staging.size(), std::size_t(b) + 1);
+    staging.resize(n), device_staging.resize(n), device_bytes.resize(n), handles.resize(n), in_flight.resize(n);
   }
 };
 }  // namespace detail

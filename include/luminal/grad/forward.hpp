@@ -44,9 +44,9 @@ template <class Op>
 struct linear_op {
   using type = Op;
 };
-template <int Axis, long long Before, long long After, double Value>
-struct linear_op<Pad<Axis, Before, After, Value>> {
-  using type = Pad<Axis, Before, After, 0.0>;
+template <int Axis, long long Before, long long After, std::uint64_t ValueBits>
+struct linear_op<Pad<Axis, Before, After, ValueBits>> {
+  using type = Pad<Axis, Before, After, std::bit_cast<std::uint64_t>(0.0)>;
 };
 }  // namespace detail
 

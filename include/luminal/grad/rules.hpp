@@ -219,8 +219,8 @@ struct vjp<Slice<Axis, Begin, End>> {
   }
 };
 
-template <int Axis, long long Before, long long After, double Value>
-struct vjp<Pad<Axis, Before, After, Value>> {
+template <int Axis, long long Before, long long After, std::uint64_t ValueBits>
+struct vjp<Pad<Axis, Before, After, ValueBits>> {
   template <int K, class N, class G>
   static constexpr auto rule(G g) {
     constexpr Dim extent = shape_t<child_t<N, 0>>::dims[Axis];

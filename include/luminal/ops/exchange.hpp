@@ -11,7 +11,9 @@
 //
 //     auto averaged = all_reduce_mean<(1 << 20)>(std::tuple{dw2, db2, dw1, db1});
 //
-// The kernels are run by the program's communicator (program::set_communicator).
+// The kernels are run by the program's communicator (program::set_communicator). On a GPU
+// backend the staging memory is the device's and the communicator (NCCL) orders each sum
+// on the program's stream, so the host never waits and a CUDA Graph captures it all.
 #pragma once
 #include <array>
 #include <cstring>
@@ -28,17 +30,10 @@ struct scaled_copy_body {
   T* out;
   const T* in;
   T factor;
-  void operator()(index_t begin, index_t end) const {
+  LUMINAL_HD void operator()(index_t begin, index_t end) const {
     for (index_t i = begin; i < end; ++i) out[i] = in[i] * factor;
   }
 };
-
-template <class Runner>
-void require_host_exchange() {
-  static_assert(std::remove_cvref_t<decltype(std::declval<Runner&>().backend)>::host_accessible,
-                "luminal: data_parallel needs a backend with host-accessible memory (host, Kokkos on the host); "
-                "an exchange over a GPU's memory (NCCL) is not built yet");
-}
 }  // namespace detail
 
 /// Copies its gradient (child 0) into bucket Bucket's staging memory at element Offset; the
@@ -55,15 +50,23 @@ struct ExchangeStart {
 
   template <class N, class Runner>
   static void execute(Runner& runner, typename N::value_type* token) {
-    detail::require_host_exchange<Runner>();
     using T = typename N::value_type;
     using G = boost::mp11::mp_first<typename N::children>;
     detail::exchange_state& ex = *runner.exchange;
-    std::byte* stage = ex.bucket(Bucket, BucketElements * sizeof(T));
-    std::memcpy(stage + Offset * sizeof(T), runner.template data_of<G>(),
-                std::size_t(runner.template count_of<G>()) * sizeof(T));
-    if constexpr (Closes) ex.start(Bucket, BucketElements, dtype_of<T>());
-    *token = T(0);
+    const index_t count = runner.template count_of<G>();
+    if constexpr (std::remove_cvref_t<decltype(runner.backend)>::host_accessible) {
+      std::byte* stage = ex.bucket(Bucket, BucketElements * sizeof(T));
+      std::memcpy(stage + Offset * sizeof(T), runner.template data_of<G>(), std::size_t(count) * sizeof(T));
+      if constexpr (Closes) ex.start(Bucket, BucketElements, dtype_of<T>());
+      *token = T(0);
+    } else {  // a GPU: staging, copy and sum stay in device memory, in the stream's order
+      static_assert(requires { runner.backend.stream(); },
+                    "luminal: data_parallel on a device backend needs its stream (the CUDA backend has one)");
+      T* stage = static_cast<T*>(ex.device_bucket(Bucket, BucketElements * sizeof(T), runner.backend)) + Offset;
+      runner.backend.parallel_for(count, detail::scaled_copy_body<T>{stage, runner.template data_of<G>(), T(1)});
+      if constexpr (Closes) ex.start_on_device(Bucket, BucketElements, dtype_of<T>(), runner.backend.stream());
+      // The token is never read as a value (finishes only order themselves after it).
+    }
   }
 };
 
@@ -81,11 +84,16 @@ struct ExchangeFinish {
 
   template <class N, class Runner>
   static void execute(Runner& runner, typename N::value_type* out) {
-    detail::require_host_exchange<Runner>();
     using T = typename N::value_type;
     detail::exchange_state& ex = *runner.exchange;
-    ex.finish(Bucket);
-    const T* sum = reinterpret_cast<const T*>(ex.staging[std::size_t(Bucket)].data()) + Offset;
+    const T* sum;
+    if constexpr (std::remove_cvref_t<decltype(runner.backend)>::host_accessible) {
+      ex.finish(Bucket);
+      sum = reinterpret_cast<const T*>(ex.staging[std::size_t(Bucket)].data()) + Offset;
+    } else {
+      ex.finish_on_device(Bucket, runner.backend.stream());
+      sum = static_cast<const T*>(ex.device_staging[std::size_t(Bucket)].get()) + Offset;
+    }
     runner.backend.parallel_for(runner.template count_of<N>(),
                                 detail::scaled_copy_body<T>{out, sum, T(1) / T(ex.comm->size())});
   }

@@ -1,5 +1,7 @@
 // slice and pad along one axis: exact adjoints of each other, both views.
 #pragma once
+#include <bit>
+#include <cstdint>
 #include "../errors.hpp"
 #include "view.hpp"
 
@@ -27,11 +29,15 @@ struct Slice : view_op {
   }
 };
 
-/// Before and After zeros (or Value) around axis Axis.
-template <int Axis, long long Before, long long After, double Value>
+/// Before and After zeros (or the double whose bits are ValueBits) around axis Axis. The
+/// value is a type's argument as its bits, never as a double: nvcc writes floating-point
+/// template arguments into its generated host code with 6 significant digits, so a kernel
+/// over a pad of 0.1 would be registered as another type than the one launched ("invalid
+/// device function"); integers it writes exactly.
+template <int Axis, long long Before, long long After, std::uint64_t ValueBits>
 struct Pad : view_op {
   static constexpr std::string_view name = "pad";
-  static constexpr double pad_value = Value;
+  static constexpr double pad_value = std::bit_cast<double>(ValueBits);
   template <class In>
   static constexpr auto padded_dims() {
     auto dims = In::dims;
@@ -85,7 +91,8 @@ constexpr auto pad(X) {
     (void)error::axis_out_of_range<In::text, Axis>{};
     return std::remove_cvref_t<X>{};
   } else {
-    return typename node_of<Pad<int(axis), Before, After, Value>, std::remove_cvref_t<X>>::type{};
+    return typename node_of<Pad<int(axis), Before, After, std::bit_cast<std::uint64_t>(Value)>,
+                            std::remove_cvref_t<X>>::type{};
   }
 }
 
