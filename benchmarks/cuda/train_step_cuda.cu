@@ -6,12 +6,14 @@
 //   (c) cuBLAS alone         the step's GEMMs (3 forward, 3 weight gradients, 2 input
 //                            gradients) at the shapes luminal passes, back to back
 //   (d) PyTorch eager CUDA   benchmarks/cuda/train_step_cuda.py, when torch has a GPU
+//   (e) torch.compile        the same script's step with the loss and the optimizer's
+//                            update through torch.compile (compiled in the warm-up)
 //
 // Every time is the median wall time of a step that ends with its result on the host
 // (luminal reads the loss; the others synchronize). Without a CUDA device the program
 // says so and exits 0.
 //
-//     train_step_cuda [--reps R] [--no-torch]
+//     train_step_cuda [--reps R] [--no-torch] [--no-compile]
 #include <cublas_v2.h>
 
 #include <cstdio>
@@ -98,12 +100,13 @@ double time_gemms(int batch, int reps) {
 
 int main(int argc, char** argv) {
   int reps = 50;
-  bool torch = true;
+  bool torch = true, torch_compile = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-torch")) torch = false;
+    else if (!std::strcmp(argv[i], "--no-compile")) torch_compile = false;
     else {
-      std::printf("usage: %s [--reps R] [--no-torch]\n", argv[0]);
+      std::printf("usage: %s [--reps R] [--no-torch] [--no-compile]\n", argv[0]);
       return 2;
     }
   }
@@ -128,11 +131,20 @@ int main(int argc, char** argv) {
     if (torch) {
       std::string command;
       auto result = bench::run_torch("train_step_cuda.py", "--batch " + std::to_string(batch) + " --reps " +
-                                                               std::to_string(reps), command);
+                                                               std::to_string(reps) +
+                                                               (torch_compile ? " --compile" : ""),
+                                    command);
       if (result.count("torch_mlp_step_ms")) {
         double t = std::stod(result["torch_mlp_step_ms"]);
-        std::printf("  %-44s %9.3f ms  -> torch / cuda_graph = %.2fx\n",
-                    ("PyTorch " + result["torch_version"] + " eager CUDA").c_str(), t, t / graph);
+        std::printf("  %-44s %9.3f ms  -> torch / cuda_graph = %.2fx, torch / cuda = %.2fx\n",
+                    ("PyTorch " + result["torch_version"] + " eager CUDA").c_str(), t, t / graph, t / plain);
+        if (result.count("torch_compile_mlp_step_ms")) {
+          double c = std::stod(result["torch_compile_mlp_step_ms"]);
+          std::printf("  %-44s %9.3f ms  -> torch.compile / cuda_graph = %.2fx\n",
+                      ("PyTorch " + result["torch_version"] + " torch.compile").c_str(), c, c / graph);
+        } else if (result.count("torch_compile_unavailable")) {
+          std::printf("  torch.compile: not measured: %s\n", result["torch_compile_unavailable"].c_str());
+        }
       } else {
         std::printf("  PyTorch: not measured (%s): %s\n", result["_status"].c_str(), result["_output"].c_str());
       }
