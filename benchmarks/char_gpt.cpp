@@ -90,7 +90,8 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
            (peer_threads > 0 ? " --threads " + std::to_string(peer_threads) : "");
   };
 #ifdef LUMINAL_BENCH_CUDA
-  auto torch = bench::run_torch("char_gpt.py", arguments(threads), command);
+  std::map<std::string, std::string> torch{{"_status", "--no-peers"}};
+  if (peers) torch = bench::run_torch("char_gpt.py", arguments(threads), command);
 #else
   // On the CPU, PyTorch at 1 and at luminal's thread count (or at --threads): the faster.
   std::map<std::string, std::string> torch{{"_status", "--no-peers"}};

@@ -70,7 +70,8 @@ auto child_ids(boost::mp11::mp_list<C...>) -> std::integer_sequence<int, L::temp
 
 template <class N>
 auto op_of() {
-  if constexpr (N::kind == op_kind::constant)  // Const / Literal: its value (every element type is exact in a double)
+  // Const / Literal: its value, as a double's bits (every element type is exact in a double).
+  if constexpr (N::kind == op_kind::constant)
     return std::type_identity<constant<std::bit_cast<std::uint64_t>(double(N::value))>>{};
   else if constexpr (N::kind == op_kind::input || N::kind == op_kind::extent || N::kind == op_kind::gather ||
                      N::kind == op_kind::exchange)

@@ -11,6 +11,10 @@
 namespace luminal {
 
 namespace detail {
+/// The longest row run as a short row: unrolled inside the loop over rows (a pool's
+/// window, the inner axis a reshape splits off). Longer rows are loops of their own.
+inline constexpr index_t short_row_limit = 8;
+
 /// The last axis of a shape whose extent is not statically 1 (0 if there is none): the
 /// loop nests' inner axis. Axes after it hold coordinate 0 only.
 template <index_t... E>
@@ -97,7 +101,8 @@ struct iteration {
       using In = typename node<child<N>>::static_extents;
       constexpr std::size_t row = row_axis(typename X::static_extents{});
       constexpr index_t inner = row_extent(In{});
-      if constexpr (X::op::only_splits && X::rank > 0 && X::op::inputs_of(row) > 1 && inner > 1 && inner <= 8)
+      if constexpr (X::op::only_splits && X::rank > 0 && X::op::inputs_of(row) > 1 && inner > 1 &&
+                    inner <= detail::short_row_limit)
         return N;
       else
         return -1;
@@ -151,10 +156,11 @@ struct elementwise_kernel {
   using static_extents = typename eval::template node_t<where::loop>::static_extents;
   static constexpr std::size_t row = detail::row_axis(static_extents{});
   static constexpr index_t row_length = detail::row_extent(static_extents{});
-  /// Rows of at most 8 elements (a pool's window of 4) run as blocks along the axis before
-  /// theirs, each row unrolled: the work shared by a row's elements (every coordinate but
-  /// the last) is then done once per row, not once per element.
-  static constexpr bool short_rows = where::permute < 0 && row > 0 && row_length > 1 && row_length <= 8 &&
+  /// Rows of at most short_row_limit elements (a pool's window) run as blocks along the
+  /// axis before theirs, each row unrolled: the work shared by a row's elements (every
+  /// coordinate but the last) is then done once per row, not once per element.
+  static constexpr bool short_rows = where::permute < 0 && row > 0 && row_length > 1 &&
+                                     row_length <= detail::short_row_limit &&
                                      detail::static_extent(static_extents{}, row - 1) != 1;
   /// Rows that read through pads whose tests move monotonically along the row (an
   /// im2col's zero border, a col2im's shifted windows) run in three parts: the elements
@@ -220,7 +226,7 @@ struct elementwise_kernel {
       T* LUMINAL_RESTRICT lines = out + i * row_length;
       for (index_t j = 0; j < n; ++j) {
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
-#pragma GCC unroll 8
+#pragma GCC unroll detail::short_row_limit
 #endif
         for (index_t k = 0; k < row_length; ++k) {
           extents<rank> at = c;
