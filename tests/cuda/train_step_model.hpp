@@ -20,21 +20,19 @@ inline constexpr luminal::Dim Batch{"Batch"};
 /// The parameter names of the model, in the order they are checked.
 inline const std::vector<std::string> parameter_names{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
 
-/// The model's loss and its parameters' initial values (seed 11).
+/// The model's two layers, its loss, and its parameters' initial values (seed 11).
+using fc1_layer = luminal::nn::Linear<"fc1", 64, 128>;
+using fc2_layer = luminal::nn::Linear<"fc2", 128, 1>;
 inline auto model_loss() {
   using namespace luminal;
-  nn::Linear<"fc1", 64, 128> fc1;
-  nn::Linear<"fc2", 128, 1> fc2;
   auto x = input<"x", f32>(shape<Batch, 64>);
   auto target = input<"target", f32>(shape<Batch, 1>);
-  return nn::mse(fc2(relu(fc1(x))), target);
+  return nn::mse(fc2_layer{}(relu(fc1_layer{}(x))), target);
 }
 inline luminal::tensor_store initial_parameters() {
-  luminal::nn::Linear<"fc1", 64, 128> fc1;
-  luminal::nn::Linear<"fc2", 128, 1> fc2;
   luminal::tensor_store init;
-  fc1.initialize(init, 11);
-  fc2.initialize(init, 11);
+  fc1_layer{}.initialize(init, 11);
+  fc2_layer{}.initialize(init, 11);
   return init;
 }
 inline constexpr luminal::sgd optimizer{.lr = 1e-2f, .momentum = 0.9f};
