@@ -1,13 +1,30 @@
-// Compile errors that read like sentences. Each error is a class template whose template
-// arguments are the offending shapes or types rendered as text, so the compiler prints
-// "In instantiation of luminal::error::shapes_cannot_broadcast<"(2, 3)", "(4, 3)">"
-// pointing at the user's line, followed by the sentence in the static_assert.
+// Compile errors that read like sentences, in two forms.
+//
+// Where operands' shapes must fit each other (broadcasting, matmul, reshape, a module's
+// input), the op has a deleted overload beside it that takes `shaped<S>` (node.hpp) and
+// returns one of the tags below. The compiler's first error is then at the user's line:
+//
+//     model.cpp:12:16: error: use of deleted function 'luminal::error::
+//       shapes_cannot_be_broadcast_together luminal::operator+(const shaped<A>&, const
+//       shaped<B>&) [with auto A = fixed_string<11>{"(Batch, 3)"}; auto B = ...]'
+//
+// Every other error is a class template whose template arguments are the offending shapes
+// or types rendered as text, so the compiler prints "In instantiation of
+// luminal::error::axis_out_of_range<"(2, 3)", 5>" followed by the sentence in the
+// static_assert.
 #pragma once
 #include <string_view>
 
 #include "fixed_string.hpp"
 
 namespace luminal::error {
+
+// The tags a refusing overload returns; their names are the sentence.
+struct shapes_cannot_be_broadcast_together {};
+struct matmul_needs_shapes_like_m_by_k_and_k_by_n {};
+struct reshape_must_keep_the_number_of_elements {};
+struct expand_can_only_stretch_extents_of_size_1 {};
+struct the_input_shape_does_not_fit_the_module {};
 
 template <auto...>
 inline constexpr bool always_false = false;
@@ -17,31 +34,6 @@ struct shapes_cannot_broadcast {
   static_assert(always_false<Left, Right>,
                 "luminal: shapes cannot be broadcast together: aligned from the right, each "
                 "pair of extents must be equal or one of them 1 (see the two shapes above)");
-};
-
-template <auto Left, auto Right>
-struct matmul_inner_extents_differ {
-  static_assert(always_false<Left, Right>,
-                "luminal: matmul needs the last extent of the left operand to equal the "
-                "second-to-last extent of the right operand (see the two shapes above)");
-};
-
-template <auto Left, auto Right>
-struct matmul_needs_matrices {
-  static_assert(always_false<Left, Right>,
-                "luminal: matmul needs operands of rank 2 or more (see the two shapes above)");
-};
-
-template <auto From, auto To>
-struct reshape_changes_element_count {
-  static_assert(always_false<From, To>,
-                "luminal: reshape must keep the number of elements (see the two shapes above)");
-};
-
-template <auto From, auto To>
-struct cannot_expand {
-  static_assert(always_false<From, To>,
-                "luminal: expand can only stretch extents of size 1 (see the two shapes above)");
 };
 
 template <auto Shape, int Axis>

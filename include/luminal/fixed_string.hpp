@@ -60,4 +60,15 @@ struct text {
   constexpr std::string_view view() const { return {chars, length}; }
 };
 
+/// Text's characters as a fixed_string of exactly their length. Clang prints a char array
+/// with zeros after its end as a list of numbers, and one without as a string.
+template <std::size_t N, std::size_t Capacity>
+constexpr fixed_string<N> shrink_to(const text<Capacity>& from) {
+  fixed_string<N> out;
+  std::copy_n(from.chars, N - 1, out.chars);
+  return out;
+}
+template <auto Text>
+inline constexpr auto exact_string = shrink_to<Text.length + 1>(Text);
+
 }  // namespace luminal

@@ -28,6 +28,13 @@ enum class op_kind {
 /// Marker base for every node type.
 struct node_base {};
 
+/// The base of every node, naming its shape as a string: `shaped<"(Batch, 3)">`. An op whose
+/// operands' shapes do not fit has a deleted overload beside it that takes `shaped<S>`, so
+/// the compiler's first error is at the user's line and prints the shapes, not the
+/// operands' types (a deep graph's type spells kilobytes).
+template <auto ShapeText>
+struct shaped : node_base {};
+
 template <class T>
 concept expression = std::is_base_of_v<node_base, std::remove_cvref_t<T>>;
 
@@ -42,14 +49,15 @@ concept expression = std::is_base_of_v<node_base, std::remove_cvref_t<T>>;
 /// time under nvcc"). A nested class is a name: using it as an argument walks no further.
 template <class Op, class... Children>
 struct node_of {
-  struct type : node_base {
+  using node_shape = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template shape>, typename Children::shape...>;
+  struct type : shaped<exact_string<node_shape::text>> {
     using op = Op;
     using children = boost::mp11::mp_list<Children...>;
     // mp_quote lets an op declare `template <class T, class U> using value_type` and
     // still receive the children's types as a pack.
     using value_type = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template value_type>,
                                                 typename Children::value_type...>;
-    using shape = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template shape>, typename Children::shape...>;
+    using shape = node_shape;
     static constexpr op_kind kind = Op::kind;
   };
 };
@@ -77,7 +85,7 @@ enum class leaf_role { input, parameter, state };
 
 /// A named leaf: `Input<"x", f32, Shape<Batch, 784>>`. Names double as checkpoint keys.
 template <fixed_string Name, element_type T, shape_type S, leaf_role Role>
-struct Leaf : node_base {
+struct Leaf : shaped<exact_string<S::text>> {
   using children = boost::mp11::mp_list<>;
   using value_type = T;
   using shape = S;
@@ -101,7 +109,7 @@ constexpr Param<Name, T, Shape<D...>> param(Shape<D...> = {}) { return {}; }
 
 /// A typed scalar constant; its value is part of its type.
 template <element_type T, T Value>
-struct Const : node_base {
+struct Const : shaped<exact_string<Shape<>::text>> {
   using children = boost::mp11::mp_list<>;
   using value_type = T;
   using shape = Shape<>;
@@ -116,7 +124,7 @@ inline constexpr Const<T, Value> constant{};
 /// A weakly typed literal (`2.0_c`, `c<2>`): it takes the element type of the other
 /// operand, as a Python number does in PyTorch or JAX.
 template <double Value>
-struct Literal : node_base {
+struct Literal : shaped<exact_string<Shape<>::text>> {
   using children = boost::mp11::mp_list<>;
   using value_type = double;
   using shape = Shape<>;
@@ -168,7 +176,7 @@ consteval auto operator""_c() { return Literal<detail::parse_number<Cs...>()>{};
 /// A scalar holding the runtime value of an extent (the length of a symbolic axis), so
 /// that `mean` over a `Batch` axis divides by the bound batch size.
 template <Dim D, element_type T>
-struct Extent : node_base {
+struct Extent : shaped<exact_string<Shape<>::text>> {
   using children = boost::mp11::mp_list<>;
   using value_type = T;
   using shape = Shape<>;

@@ -33,16 +33,19 @@ inline constexpr double rtol = 1e-4;
 inline constexpr double atol = 1e-5;
 
 /// The fixture files: make_grad_fixtures.py's, make_parity_fixtures.py's (issue 17's ops
-/// and edge semantics, from torch 2.x) and make_forward_fixtures.py's (issue 19's jvp and
-/// hvp, from torch 2.x; see grad_forward_fixtures.hpp).
+/// and edge semantics, from torch 2.x), make_forward_fixtures.py's (issue 19's jvp and
+/// hvp, from torch 2.x; see grad_forward_fixtures.hpp) and make_port_fixtures.py's (issue
+/// 17's held-out port: model A and 18 expressions, from torch 2.x).
 inline const std::string grad_file = "grad_fixtures.json";
 inline const std::string parity_file = "parity_fixtures.json";
 inline const std::string forward_file = "forward_fixtures.json";
+inline const std::string port_file = "port_fixtures.json";
 
 inline std::string fixture_path(const std::string& file) { return (test::fixture_dir() / file).string(); }
 inline std::string regenerate(const std::string& file) {
   const std::string script = file == grad_file     ? "make_grad_fixtures.py"
                              : file == forward_file ? "make_forward_fixtures.py"
+                             : file == port_file    ? "make_port_fixtures.py"
                                                     : "make_parity_fixtures.py";
   return " (regenerate it with tests/fixtures/" + script + ")";
 }

@@ -136,16 +136,13 @@ struct Conv2d {
     else return std::tuple{weight};
   }();
 
+  /// [N, Cin, H, W]; any other rank or channel count takes the deleted overload below, so
+  /// that the error is at the caller's line.
   template <expression X>
+    requires(shape_t<X>::rank == 4 && shape_t<X>::dims[1] == Dim{Cin})
   constexpr auto operator()(X x) const {
     using S = shape_t<X>;
-    if constexpr (S::rank != 4) {
-      (void)error::module_input_rank<op_text("Conv2d"), S::text, 4>{};
-      return x;
-    } else if constexpr (!(S::dims[1] == Dim{Cin})) {
-      (void)error::module_input_extent<op_text("Conv2d"), S::text, 1, Cin>{};
-      return x;
-    } else if constexpr (!detail::spatial_ok<op_text("Conv2d"), S, K, Padding>()) {
+    if constexpr (!detail::spatial_ok<op_text("Conv2d"), S, K, Padding>()) {
       return x;
     } else {
       constexpr Dim n = S::dims[0];
@@ -164,6 +161,8 @@ struct Conv2d {
       return reshape(biased, Shape<n, Cout, ho, wo>{});
     }
   }
+  template <auto Input>
+  error::the_input_shape_does_not_fit_the_module operator()(const shaped<Input>&) const = delete;
 
   /// PyTorch's default: weight kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(fan_in),
   /// 1/sqrt(fan_in)) with fan_in = Cin K K, and bias with the same bound.

@@ -56,38 +56,32 @@ struct Linear {
     else return std::tuple{weight};
   }();
 
-  template <expression X>
+  template <features_of<In> X>
   constexpr auto operator()(X x) const {
     using S = shape_t<X>;
-    if constexpr (S::rank < 1) {
-      (void)error::module_input_rank<op_text("Linear"), S::text, 1>{};
-      return x;
-    } else if constexpr (!(S::dims[S::rank - 1] == Dim{In})) {
-      (void)error::module_input_extent<op_text("Linear"), S::text, -1, In>{};
-      return x;
-    } else {
-      // Leading axes fold into the GEMM's rows: one [rows, In] x [In, Out] product, whose
-      // weight gradient is one GEMM too (a batched matmul would broadcast the weight over
-      // the batch and sum per-batch gradients).
-      auto y = [&] {
-        if constexpr (S::rank == 1) {
-          return reshape(matmul(reshape(x, shape<1, In>), transpose(weight)), shape<Out>);
-        } else if constexpr (S::rank == 2) {
-          return matmul(x, transpose(weight));
-        } else {
-          constexpr auto leading = [] {
-            Dim rows{1};
-            for (std::size_t k = 0; k + 1 < S::rank; ++k) rows = rows * S::dims[k];
-            return rows;
-          }();
-          return reshape(matmul(reshape(x, shape<leading, In>), transpose(weight)),
-                         detail::with_last_extent<S, Out>());
-        }
-      }();
-      if constexpr (Bias) return y + bias;
-      else return y;
-    }
+    // Leading axes fold into the GEMM's rows: one [rows, In] x [In, Out] product, whose
+    // weight gradient is one GEMM too (a batched matmul would broadcast the weight over
+    // the batch and sum per-batch gradients).
+    auto y = [&] {
+      if constexpr (S::rank == 1) {
+        return reshape(matmul(reshape(x, shape<1, In>), transpose(weight)), shape<Out>);
+      } else if constexpr (S::rank == 2) {
+        return matmul(x, transpose(weight));
+      } else {
+        constexpr auto leading = [] {
+          Dim rows{1};
+          for (std::size_t k = 0; k + 1 < S::rank; ++k) rows = rows * S::dims[k];
+          return rows;
+        }();
+        return reshape(matmul(reshape(x, shape<leading, In>), transpose(weight)),
+                       detail::with_last_extent<S, Out>());
+      }
+    }();
+    if constexpr (Bias) return y + bias;
+    else return y;
   }
+  template <auto Input>
+  error::the_input_shape_does_not_fit_the_module operator()(const shaped<Input>&) const = delete;
 
   /// PyTorch's default: weight kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(In), 1/sqrt(In)),
   /// and bias U(-1/sqrt(In), 1/sqrt(In)).

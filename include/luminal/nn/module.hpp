@@ -32,6 +32,12 @@ inline constexpr eval_mode eval{};
 template <class M>
 concept mode = std::is_same_v<M, train_mode> || std::is_same_v<M, eval_mode>;
 
+/// Whether X's last axis has extent D: the input of a module over D features (Linear,
+/// LayerNorm, RMSNorm). Each such module also has a deleted overload that takes any other
+/// input, so that the error is at the caller's line and prints the input's shape.
+template <class X, std::int64_t D>
+concept features_of = expression<X> && (shape_t<X>::rank >= 1) && (shape_t<X>::dims[shape_t<X>::rank - 1] == Dim{D});
+
 namespace detail {
 /// A static shape as a std::vector, for the initializers.
 template <Dim... D>

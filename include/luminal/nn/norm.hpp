@@ -18,21 +18,14 @@ struct LayerNorm {
   static constexpr auto bias = param<Prefix + ".bias", T>(shape<D>);
   static constexpr auto parameters = std::tuple{weight, bias};
 
-  template <expression X>
+  template <features_of<D> X>
   constexpr auto operator()(X x) const {
-    using S = shape_t<X>;
-    if constexpr (S::rank < 1) {
-      (void)error::module_input_rank<op_text("LayerNorm"), S::text, 1>{};
-      return x;
-    } else if constexpr (!(S::dims[S::rank - 1] == Dim{D})) {
-      (void)error::module_input_extent<op_text("LayerNorm"), S::text, -1, D>{};
-      return x;
-    } else {
-      auto centered = x - mean<-1>(x, keepdim);
-      auto inv_std = recip(sqrt(mean<-1>(centered * centered, keepdim) + c<Eps>));
-      return centered * inv_std * weight + bias;
-    }
+    auto centered = x - mean<-1>(x, keepdim);
+    auto inv_std = recip(sqrt(mean<-1>(centered * centered, keepdim) + c<Eps>));
+    return centered * inv_std * weight + bias;
   }
+  template <auto Input>
+  error::the_input_shape_does_not_fit_the_module operator()(const shaped<Input>&) const = delete;
 
   void initialize(tensor_store& store, std::uint64_t) const {
     detail::store_constant(store, weight, 1.0);
@@ -49,19 +42,12 @@ struct RMSNorm {
   static constexpr auto weight = param<Prefix + ".weight", T>(shape<D>);
   static constexpr auto parameters = std::tuple{weight};
 
-  template <expression X>
+  template <features_of<D> X>
   constexpr auto operator()(X x) const {
-    using S = shape_t<X>;
-    if constexpr (S::rank < 1) {
-      (void)error::module_input_rank<op_text("RMSNorm"), S::text, 1>{};
-      return x;
-    } else if constexpr (!(S::dims[S::rank - 1] == Dim{D})) {
-      (void)error::module_input_extent<op_text("RMSNorm"), S::text, -1, D>{};
-      return x;
-    } else {
-      return x * recip(sqrt(mean<-1>(x * x, keepdim) + c<Eps>)) * weight;
-    }
+    return x * recip(sqrt(mean<-1>(x * x, keepdim) + c<Eps>)) * weight;
   }
+  template <auto Input>
+  error::the_input_shape_does_not_fit_the_module operator()(const shaped<Input>&) const = delete;
 
   void initialize(tensor_store& store, std::uint64_t) const { detail::store_constant(store, weight, 1.0); }
 };

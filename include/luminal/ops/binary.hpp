@@ -98,16 +98,36 @@ constexpr auto make_binary(A, B) {
   }
 }
 
+/// Whether B broadcasts against A: aligned from the right, each pair of extents equal or
+/// one of them 1 (NumPy's rule). Every elementwise op of two operands requires it.
+template <class B, class A>
+concept broadcasts_with = expression<A> && expression<B> &&
+                          broadcast_rule(shape_t<A>::dims, shape_t<B>::dims).ok;
+
+/// Declares the overload of NAME chosen when its operands do not broadcast, so that the
+/// compiler's first error is at the caller's line and names both shapes (errors.hpp). The
+/// real overload wins whenever it is viable: it takes its operands exactly, this one
+/// through a base class.
+#define LUMINAL_REFUSE_UNBROADCASTABLE(NAME)                                                      \
+  template <auto A, auto B>                                                                     \
+  error::shapes_cannot_be_broadcast_together NAME(const shaped<A>&, const shaped<B>&) = delete;
+
 /// a + b with broadcasting. `auto y = x + bias;`
-template <expression A, expression B> constexpr auto operator+(A a, B b) { return make_binary<fn::Add>(a, b); }
+template <expression A, broadcasts_with<A> B> constexpr auto operator+(A a, B b) { return make_binary<fn::Add>(a, b); }
 /// a * b with broadcasting.
-template <expression A, expression B> constexpr auto operator*(A a, B b) { return make_binary<fn::Mul>(a, b); }
+template <expression A, broadcasts_with<A> B> constexpr auto operator*(A a, B b) { return make_binary<fn::Mul>(a, b); }
 /// Remainder with the sign of a (fmod); integer division by zero gives 0.
-template <expression A, expression B> constexpr auto mod(A a, B b) { return make_binary<fn::Mod>(a, b); }
-template <expression A, expression B> constexpr auto operator%(A a, B b) { return mod(a, b); }
+template <expression A, broadcasts_with<A> B> constexpr auto mod(A a, B b) { return make_binary<fn::Mod>(a, b); }
+template <expression A, broadcasts_with<A> B> constexpr auto operator%(A a, B b) { return mod(a, b); }
 /// a < b as bool, with broadcasting.
-template <expression A, expression B> constexpr auto less_than(A a, B b) { return make_binary<fn::LessThan>(a, b); }
+template <expression A, broadcasts_with<A> B> constexpr auto less_than(A a, B b) { return make_binary<fn::LessThan>(a, b); }
 /// Elementwise maximum (NaN propagates).
-template <expression A, expression B> constexpr auto max(A a, B b) { return make_binary<fn::Max>(a, b); }
+template <expression A, broadcasts_with<A> B> constexpr auto max(A a, B b) { return make_binary<fn::Max>(a, b); }
+LUMINAL_REFUSE_UNBROADCASTABLE(operator+)
+LUMINAL_REFUSE_UNBROADCASTABLE(operator*)
+LUMINAL_REFUSE_UNBROADCASTABLE(mod)
+LUMINAL_REFUSE_UNBROADCASTABLE(operator%)
+LUMINAL_REFUSE_UNBROADCASTABLE(less_than)
+LUMINAL_REFUSE_UNBROADCASTABLE(max)
 
 }  // namespace luminal

@@ -15,9 +15,9 @@
 namespace luminal {
 
 /// a - b with broadcasting.
-template <expression A, expression B> constexpr auto operator-(A a, B b) { return a + neg(b); }
+template <expression A, broadcasts_with<A> B> constexpr auto operator-(A a, B b) { return a + neg(b); }
 /// a / b with broadcasting (floating point).
-template <expression A, expression B> constexpr auto operator/(A a, B b) {
+template <expression A, broadcasts_with<A> B> constexpr auto operator/(A a, B b) {
   if constexpr (is_literal<std::remove_cvref_t<B>>::value) return a * c<1.0 / std::remove_cvref_t<B>::value>;
   else return a * recip(b);
 }
@@ -51,14 +51,14 @@ LUMINAL_REFUSE_PLAIN_NUMBER(%)
 #undef LUMINAL_REFUSE_PLAIN_NUMBER
 
 /// Elementwise minimum (NaN propagates); gradients as max's, mirrored.
-template <expression A, expression B> constexpr auto min(A a, B b) { return neg(max(neg(a), neg(b))); }
+template <expression A, broadcasts_with<A> B> constexpr auto min(A a, B b) { return neg(max(neg(a), neg(b))); }
 /// torch's spellings of the elementwise max and min: a tie between two tensors splits the
 /// gradient in two (torch.maximum); against a constant, x takes none of it at the tie
 /// (torch.clamp's bound, see fn::Max's row in grad/rules.hpp).
-template <expression A, expression B> constexpr auto maximum(A a, B b) { return max(a, b); }
-template <expression A, expression B> constexpr auto minimum(A a, B b) { return min(a, b); }
+template <expression A, broadcasts_with<A> B> constexpr auto maximum(A a, B b) { return max(a, b); }
+template <expression A, broadcasts_with<A> B> constexpr auto minimum(A a, B b) { return min(a, b); }
 /// a > b, a <= b, a >= b as bool.
-template <expression A, expression B> constexpr auto greater_than(A a, B b) { return less_than(b, a); }
+template <expression A, broadcasts_with<A> B> constexpr auto greater_than(A a, B b) { return less_than(b, a); }
 template <expression X> constexpr auto logical_not(X x) { return less_than(cast<i32>(x), c<1>); }
 namespace detail {
 /// True where x is not NaN: NaN is neither below +inf nor above -inf.
@@ -77,13 +77,22 @@ constexpr auto not_greater(A a, B b) {
     return logical_not(less_than(b, a));
 }
 }  // namespace detail
-template <expression A, expression B> constexpr auto less_equal(A a, B b) { return detail::not_greater(a, b); }
-template <expression A, expression B> constexpr auto greater_equal(A a, B b) { return detail::not_greater(b, a); }
+template <expression A, broadcasts_with<A> B> constexpr auto less_equal(A a, B b) { return detail::not_greater(a, b); }
+template <expression A, broadcasts_with<A> B> constexpr auto greater_equal(A a, B b) { return detail::not_greater(b, a); }
 /// a == b as bool: neither is less than the other. Unlike IEEE ==, a NaN compares equal
 /// to everything here (it is less than nothing).
-template <expression A, expression B> constexpr auto equal(A a, B b) {
+template <expression A, broadcasts_with<A> B> constexpr auto equal(A a, B b) {
   return less_than(cast<i32>(less_than(a, b)) + cast<i32>(less_than(b, a)), c<1>);
 }
+LUMINAL_REFUSE_UNBROADCASTABLE(operator-)
+LUMINAL_REFUSE_UNBROADCASTABLE(operator/)
+LUMINAL_REFUSE_UNBROADCASTABLE(min)
+LUMINAL_REFUSE_UNBROADCASTABLE(maximum)
+LUMINAL_REFUSE_UNBROADCASTABLE(minimum)
+LUMINAL_REFUSE_UNBROADCASTABLE(greater_than)
+LUMINAL_REFUSE_UNBROADCASTABLE(less_equal)
+LUMINAL_REFUSE_UNBROADCASTABLE(greater_equal)
+LUMINAL_REFUSE_UNBROADCASTABLE(equal)
 
 /// e^x = 2^(x log2 e).
 template <expression X> constexpr auto exp(X x) { return exp2(x * c<std::numbers::log2e>); }

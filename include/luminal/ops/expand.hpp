@@ -39,16 +39,16 @@ constexpr bool expand_allowed(const dims_t<RI>& in, const dims_t<RO>& out) {
 /// Broadcasts x to shape S (NumPy rules); returns x itself when the shape already is S.
 /// `auto b = expand(bias, shape<Batch, 256>);`
 template <expression X, Dim... D>
+  requires(detail::expand_allowed(shape_t<X>::dims, Shape<D...>::dims))
 constexpr auto expand(X, Shape<D...> = {}) {
   using In = shape_t<X>;
   using Out = Shape<D...>;
-  if constexpr (std::is_same_v<In, Out>) {
-    return std::remove_cvref_t<X>{};
-  } else {
-    if constexpr (!detail::expand_allowed(In::dims, Out::dims))
-      (void)error::cannot_expand<In::text, Out::text>{};
-    return typename node_of<Expand<Out>, std::remove_cvref_t<X>>::type{};
-  }
+  if constexpr (std::is_same_v<In, Out>) return std::remove_cvref_t<X>{};
+  else return typename node_of<Expand<Out>, std::remove_cvref_t<X>>::type{};
 }
+/// Chosen when an extent other than 1 would be stretched, so that the error is at the
+/// caller's line.
+template <auto A, Dim... D, auto B = exact_string<Shape<D...>::text>>
+error::expand_can_only_stretch_extents_of_size_1 expand(const shaped<A>&, Shape<D...>) = delete;
 
 }  // namespace luminal

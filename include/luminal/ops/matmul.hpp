@@ -39,32 +39,40 @@ constexpr auto with_batch(const dims_t<B>& batch) {
 }
 }  // namespace detail
 
+namespace detail {
+template <class SA, class SB>
+constexpr bool matmul_shapes_fit() {
+  if constexpr (SA::rank < 2 || SB::rank < 2) {
+    return false;
+  } else {
+    constexpr std::size_t R = SA::rank > SB::rank ? SA::rank : SB::rank;
+    return SA::dims[SA::rank - 1] == SB::dims[SB::rank - 2] &&
+           broadcast_rule(batch_dims_padded<SA, R>(), batch_dims_padded<SB, R>()).ok;
+  }
+}
+}  // namespace detail
+
+/// Whether [..., M, K] @ [..., K, N] fits: both of rank 2 or more, the left operand's
+/// last extent equal to the right's second-to-last, batch axes broadcasting.
+template <class B, class A>
+concept matmul_operand_for = expression<A> && expression<B> && detail::matmul_shapes_fit<shape_t<A>, shape_t<B>>();
+
 /// Matrix product with NumPy batch broadcasting: `matmul(x, w)` for x [Batch, 784] and
 /// w [784, 256]; `matmul(q, transpose(k))` for [B, H, S, D] operands. Floating point only.
-template <expression A, expression B>
+template <expression A, matmul_operand_for<A> B>
 constexpr auto matmul(A a, B b) {
   using SA = shape_t<A>;
   using SB = shape_t<B>;
-  if constexpr (SA::rank < 2 || SB::rank < 2) {
-    (void)error::matmul_needs_matrices<SA::text, SB::text>{};
-    return a;
-  } else if constexpr (!(SA::dims[SA::rank - 1] == SB::dims[SB::rank - 2])) {
-    (void)error::matmul_inner_extents_differ<SA::text, SB::text>{};
-    return a;
-  } else {
-    static_assert(std::is_same_v<typename A::value_type, typename B::value_type>, "luminal: matmul operands must have the same element type");
-    static_assert(floating_element<typename A::value_type>, "luminal: matmul needs f32 or f64 operands");
-    constexpr std::size_t R = SA::rank > SB::rank ? SA::rank : SB::rank;
-    constexpr auto rule = broadcast_rule(detail::batch_dims_padded<SA, R>(), detail::batch_dims_padded<SB, R>());
-    if constexpr (!rule.ok) {
-      (void)error::shapes_cannot_broadcast<SA::text, SB::text>{};
-      return a;
-    } else {
-      using TA = shape_from<detail::with_batch<SA>(rule.dims)>;
-      using TB = shape_from<detail::with_batch<SB>(rule.dims)>;
-      return typename node_of<MatMul, decltype(expand(a, TA{})), decltype(expand(b, TB{}))>::type{};
-    }
-  }
+  static_assert(std::is_same_v<typename A::value_type, typename B::value_type>, "luminal: matmul operands must have the same element type");
+  static_assert(floating_element<typename A::value_type>, "luminal: matmul needs f32 or f64 operands");
+  constexpr std::size_t R = SA::rank > SB::rank ? SA::rank : SB::rank;
+  constexpr auto rule = broadcast_rule(detail::batch_dims_padded<SA, R>(), detail::batch_dims_padded<SB, R>());
+  using TA = shape_from<detail::with_batch<SA>(rule.dims)>;
+  using TB = shape_from<detail::with_batch<SB>(rule.dims)>;
+  return typename node_of<MatMul, decltype(expand(a, TA{})), decltype(expand(b, TB{}))>::type{};
 }
+/// Chosen when the shapes do not fit (above), so that the error is at the caller's line.
+template <auto A, auto B>
+error::matmul_needs_shapes_like_m_by_k_and_k_by_n matmul(const shaped<A>&, const shaped<B>&) = delete;
 
 }  // namespace luminal

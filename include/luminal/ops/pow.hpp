@@ -41,7 +41,7 @@ constexpr bool is_small_natural_constant() {
 /// as torch: d/da = b a^(b-1) (0 where b == 0), d/db = a^b log a (0 where a == 0, b >= 0).
 /// A compile-time positive integer exponent (`pow(x, 2.0_c)`, `pow(x, c<3>)`) is repeated
 /// multiplication, exact for every sign in value and gradient.
-template <expression A, expression B>
+template <expression A, broadcasts_with<A> B>
 constexpr auto pow(A a, B b) {
   using TB = std::remove_cvref_t<B>;
   if constexpr (detail::is_small_natural_constant<TB>())
@@ -49,5 +49,6 @@ constexpr auto pow(A a, B b) {
   else
     return make_binary<fn::Pow>(a, b);
 }
+LUMINAL_REFUSE_UNBROADCASTABLE(pow)
 
 }  // namespace luminal

@@ -157,16 +157,15 @@ struct Reshape : view_op {
 /// `auto flat = reshape(images, shape<Batch, 784>);` The element count must match,
 /// symbolic extents included (Batch*Seq may be split into Batch, Seq and back).
 template <expression X, Dim... D>
+  requires(same_element_count(shape_t<X>::dims, Shape<D...>::dims))
 constexpr auto reshape(X, Shape<D...> = {}) {
   using In = shape_t<X>;
   using Out = Shape<D...>;
-  if constexpr (std::is_same_v<In, Out>) {
-    return std::remove_cvref_t<X>{};
-  } else {
-    if constexpr (!same_element_count(In::dims, Out::dims))
-      (void)error::reshape_changes_element_count<In::text, Out::text>{};
-    return typename node_of<Reshape<Out>, std::remove_cvref_t<X>>::type{};
-  }
+  if constexpr (std::is_same_v<In, Out>) return std::remove_cvref_t<X>{};
+  else return typename node_of<Reshape<Out>, std::remove_cvref_t<X>>::type{};
 }
+/// Chosen when the element counts differ, so that the error is at the caller's line.
+template <auto A, Dim... D, auto B = exact_string<Shape<D...>::text>>
+error::reshape_must_keep_the_number_of_elements reshape(const shaped<A>&, Shape<D...>) = delete;
 
 }  // namespace luminal

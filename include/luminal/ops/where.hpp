@@ -17,7 +17,8 @@ struct Where {
 
 /// Picks a where cond is true, else b; all three broadcast together.
 /// `auto relu = where(less_than(x, 0.0_c), 0.0_c, x);`
-template <expression C, expression A, expression B>
+template <expression C, broadcasts_with<C> A, broadcasts_with<C> B>
+  requires broadcasts_with<B, A>  // pairwise is enough: every extent is 1 or the one non-1 value
 constexpr auto where(C, A, B) {
   static_assert(std::is_same_v<typename C::value_type, bool>, "luminal: where's condition must be a bool tensor (compare with less_than)");
   using TA = decltype(detail::typed_operand<std::remove_cvref_t<A>, std::remove_cvref_t<B>>());
@@ -40,5 +41,7 @@ constexpr auto where(C, A, B) {
     }
   }
 }
+template <auto A, auto B, auto Cond>  // A and B first: the compiler names shaped<> by position
+error::shapes_cannot_be_broadcast_together where(const shaped<Cond>&, const shaped<A>&, const shaped<B>&) = delete;
 
 }  // namespace luminal
