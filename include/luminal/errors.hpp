@@ -1,12 +1,16 @@
 // Compile errors that read like sentences, in two forms.
 //
 // Where operands' shapes must fit each other (broadcasting, matmul, reshape, a module's
-// input), the op has a deleted overload beside it that takes `shaped<S>` (node.hpp) and
-// returns one of the tags below. The compiler's first error is then at the user's line:
+// input), the op has a second overload beside it that takes `shaped<S>` (node.hpp) and is
+// chosen only when the real one's constraint fails. It is declared, never defined, and
+// returns one of the incomplete class templates below with the shapes as arguments, so
+// the call itself is the error, at the user's line, in GCC and in Clang:
 //
-//     model.cpp:12:16: error: use of deleted function 'luminal::error::
-//       shapes_cannot_be_broadcast_together luminal::operator+(const shaped<A>&, const
-//       shaped<B>&) [with auto A = fixed_string<11>{"(Batch, 3)"}; auto B = ...]'
+//     model.cpp:12:16: error: invalid use of incomplete type 'struct luminal::error::
+//       shapes_cannot_be_broadcast_together<fixed_string<11>{"(Batch, 3)"}, fixed_string<7>{"(4, 3)"}>'
+//
+// (A deleted overload would put the error at the user's line too, but Clang then lists
+// the real overload's failed constraint with the operands' whole types.)
 //
 // Every other error is a class template whose template arguments are the offending shapes
 // or types rendered as text, so the compiler prints "In instantiation of
@@ -19,12 +23,17 @@
 
 namespace luminal::error {
 
-// The tags a refusing overload returns; their names are the sentence.
-struct shapes_cannot_be_broadcast_together {};
-struct matmul_needs_shapes_like_m_by_k_and_k_by_n {};
-struct reshape_must_keep_the_number_of_elements {};
-struct expand_can_only_stretch_extents_of_size_1 {};
-struct the_input_shape_does_not_fit_the_module {};
+// What a refusing overload returns: never defined, their names are the sentence.
+template <auto... Shapes>
+struct shapes_cannot_be_broadcast_together;
+template <auto Left, auto Right>
+struct matmul_needs_shapes_like_m_by_k_and_k_by_n;
+template <auto From, auto To>
+struct reshape_must_keep_the_number_of_elements;
+template <auto From, auto To>
+struct expand_can_only_stretch_extents_of_size_1;
+template <auto Module, auto Input, auto Needs>
+struct the_input_shape_does_not_fit_the_module;
 
 template <auto...>
 inline constexpr bool always_false = false;

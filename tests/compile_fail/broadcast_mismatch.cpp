@@ -1,4 +1,4 @@
-// expect: use of deleted function .*shapes_cannot_be_broadcast_together.*\(2, 3\).*\(4, 3\)
+// expect: shapes_cannot_be_broadcast_together<.*\(2, 3\).*\(4, 3\)
 // at most 20 lines of at most 400 characters
 #include <luminal/luminal.hpp>
 using namespace luminal;

@@ -1,4 +1,4 @@
-// expect: use of deleted function .*shapes_cannot_be_broadcast_together .*operator\+.*\(Batch, 16, 64\).*\(Batch, 16, 32\)
+// expect: shapes_cannot_be_broadcast_together<.*\(Batch, 16, 64\).*\(Batch, 16, 32\)
 // at most 20 lines of at most 400 characters
 // A residual connection deep in a model that adds two widths: one error at this line
 // naming both shapes, not the operands' types (each spells the whole graph under it).

@@ -69,6 +69,21 @@ void unary_primitives() {
 
 }  // namespace
 
+TEST_CASE("broadcasts_with says whether two shapes broadcast; a refused call's type names both", "[ops][errors]") {
+  constexpr Dim Batch{"Batch"};
+  auto a = input<"a", f32>(shape<Batch, 3>);
+  auto b = input<"b", f32>(shape<4, 3>);
+  auto bias = input<"bias", f32>(shape<3>);
+  STATIC_REQUIRE(broadcasts_with<decltype(bias), decltype(a)>);
+  STATIC_REQUIRE(broadcasts_with<decltype(1.0_c), decltype(a)>);
+  STATIC_REQUIRE_FALSE(broadcasts_with<decltype(b), decltype(a)>);  // Batch is not known to be 4
+  // In an unevaluated operand the refusing overload is chosen without an error; its type
+  // is the error the compiler prints when the sum is used (tests/compile_fail).
+  STATIC_REQUIRE(std::is_same_v<decltype(a + b), error::shapes_cannot_be_broadcast_together<
+                                                     fixed_string("(Batch, 3)"), fixed_string("(4, 3)")>>);
+  STATIC_REQUIRE(std::is_same_v<shape_t<decltype(a + bias)>, Shape<Batch, 3>>);
+}
+
 TEMPLATE_LIST_TEST_CASE("unary primitives exp2 log2 sin sqrt recip neg", "[ops][elementwise]", test_backends) {
   SECTION("f32") { unary_primitives<TestType, f32>(); }
   SECTION("f64") { unary_primitives<TestType, f64>(); }

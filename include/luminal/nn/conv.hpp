@@ -136,8 +136,8 @@ struct Conv2d {
     else return std::tuple{weight};
   }();
 
-  /// [N, Cin, H, W]; any other rank or channel count takes the deleted overload below, so
-  /// that the error is at the caller's line.
+  /// [N, Cin, H, W]; any other rank or channel count takes the overload below, which is
+  /// never defined, so that the error is at the caller's line (errors.hpp).
   template <expression X>
     requires(shape_t<X>::rank == 4 && shape_t<X>::dims[1] == Dim{Cin})
   constexpr auto operator()(X x) const {
@@ -162,7 +162,8 @@ struct Conv2d {
     }
   }
   template <auto Input>
-  error::the_input_shape_does_not_fit_the_module operator()(const shaped<Input>&) const = delete;
+  error::the_input_shape_does_not_fit_the_module<Prefix, Input, exact_string<needs_channels(Cin)>> operator()(
+      const shaped<Input>&) const;
 
   /// PyTorch's default: weight kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(fan_in),
   /// 1/sqrt(fan_in)) with fan_in = Cin K K, and bias with the same bound.

@@ -81,7 +81,8 @@ struct Linear {
     else return y;
   }
   template <auto Input>
-  error::the_input_shape_does_not_fit_the_module operator()(const shaped<Input>&) const = delete;
+  error::the_input_shape_does_not_fit_the_module<Prefix, Input, exact_string<needs_last_extent(In)>> operator()(
+      const shaped<Input>&) const;
 
   /// PyTorch's default: weight kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(In), 1/sqrt(In)),
   /// and bias U(-1/sqrt(In), 1/sqrt(In)).

@@ -33,10 +33,28 @@ template <class M>
 concept mode = std::is_same_v<M, train_mode> || std::is_same_v<M, eval_mode>;
 
 /// Whether X's last axis has extent D: the input of a module over D features (Linear,
-/// LayerNorm, RMSNorm). Each such module also has a deleted overload that takes any other
-/// input, so that the error is at the caller's line and prints the input's shape.
+/// LayerNorm, RMSNorm). Each such module also has an overload that takes any other input
+/// and is never defined, so that the error is at the caller's line and prints the input's
+/// shape (errors.hpp).
 template <class X, std::int64_t D>
 concept features_of = expression<X> && (shape_t<X>::rank >= 1) && (shape_t<X>::dims[shape_t<X>::rank - 1] == Dim{D});
+
+/// What a module's input must look like, for its refusal's error text: "(..., 256)".
+constexpr text<48> needs_last_extent(std::int64_t d) {
+  text<48> out;
+  out.append("(..., ");
+  out.append_int(d);
+  out.append(")");
+  return out;
+}
+/// "(N, 3, H, W)": the input a Conv2d over C channels needs.
+constexpr text<48> needs_channels(std::int64_t c) {
+  text<48> out;
+  out.append("(N, ");
+  out.append_int(c);
+  out.append(", H, W)");
+  return out;
+}
 
 namespace detail {
 /// A static shape as a std::vector, for the initializers.

@@ -25,7 +25,8 @@ struct LayerNorm {
     return centered * inv_std * weight + bias;
   }
   template <auto Input>
-  error::the_input_shape_does_not_fit_the_module operator()(const shaped<Input>&) const = delete;
+  error::the_input_shape_does_not_fit_the_module<Prefix, Input, exact_string<needs_last_extent(D)>> operator()(
+      const shaped<Input>&) const;
 
   void initialize(tensor_store& store, std::uint64_t) const {
     detail::store_constant(store, weight, 1.0);
@@ -47,7 +48,8 @@ struct RMSNorm {
     return x * recip(sqrt(mean<-1>(x * x, keepdim) + c<Eps>)) * weight;
   }
   template <auto Input>
-  error::the_input_shape_does_not_fit_the_module operator()(const shaped<Input>&) const = delete;
+  error::the_input_shape_does_not_fit_the_module<Prefix, Input, exact_string<needs_last_extent(D)>> operator()(
+      const shaped<Input>&) const;
 
   void initialize(tensor_store& store, std::uint64_t) const { detail::store_constant(store, weight, 1.0); }
 };

@@ -107,10 +107,10 @@ concept broadcasts_with = expression<A> && expression<B> &&
 /// Declares the overload of NAME chosen when its operands do not broadcast, so that the
 /// compiler's first error is at the caller's line and names both shapes (errors.hpp). The
 /// real overload wins whenever it is viable: it takes its operands exactly, this one
-/// through a base class.
+/// through a base class. Never defined: its incomplete return type is the error.
 #define LUMINAL_REFUSE_UNBROADCASTABLE(NAME)                                                      \
   template <auto A, auto B>                                                                     \
-  error::shapes_cannot_be_broadcast_together NAME(const shaped<A>&, const shaped<B>&) = delete;
+  error::shapes_cannot_be_broadcast_together<A, B> NAME(const shaped<A>&, const shaped<B>&);
 
 /// a + b with broadcasting. `auto y = x + bias;`
 template <expression A, broadcasts_with<A> B> constexpr auto operator+(A a, B b) { return make_binary<fn::Add>(a, b); }

@@ -46,9 +46,10 @@ constexpr auto expand(X, Shape<D...> = {}) {
   if constexpr (std::is_same_v<In, Out>) return std::remove_cvref_t<X>{};
   else return typename node_of<Expand<Out>, std::remove_cvref_t<X>>::type{};
 }
-/// Chosen when an extent other than 1 would be stretched, so that the error is at the
-/// caller's line.
-template <auto A, Dim... D, auto B = exact_string<Shape<D...>::text>>
-error::expand_can_only_stretch_extents_of_size_1 expand(const shaped<A>&, Shape<D...>) = delete;
+/// Chosen when an extent other than 1 would be stretched: never defined, its incomplete
+/// return type is the error, at the caller's line (errors.hpp).
+template <auto A, Dim... D>
+error::expand_can_only_stretch_extents_of_size_1<A, exact_string<Shape<D...>::text>> expand(const shaped<A>&,
+                                                                                           Shape<D...>);
 
 }  // namespace luminal

@@ -71,8 +71,9 @@ constexpr auto matmul(A a, B b) {
   using TB = shape_from<detail::with_batch<SB>(rule.dims)>;
   return typename node_of<MatMul, decltype(expand(a, TA{})), decltype(expand(b, TB{}))>::type{};
 }
-/// Chosen when the shapes do not fit (above), so that the error is at the caller's line.
+/// Chosen when the shapes do not fit (above): never defined, its incomplete return type is
+/// the error, at the caller's line (errors.hpp).
 template <auto A, auto B>
-error::matmul_needs_shapes_like_m_by_k_and_k_by_n matmul(const shaped<A>&, const shaped<B>&) = delete;
+error::matmul_needs_shapes_like_m_by_k_and_k_by_n<A, B> matmul(const shaped<A>&, const shaped<B>&);
 
 }  // namespace luminal

@@ -164,8 +164,10 @@ constexpr auto reshape(X, Shape<D...> = {}) {
   if constexpr (std::is_same_v<In, Out>) return std::remove_cvref_t<X>{};
   else return typename node_of<Reshape<Out>, std::remove_cvref_t<X>>::type{};
 }
-/// Chosen when the element counts differ, so that the error is at the caller's line.
-template <auto A, Dim... D, auto B = exact_string<Shape<D...>::text>>
-error::reshape_must_keep_the_number_of_elements reshape(const shaped<A>&, Shape<D...>) = delete;
+/// Chosen when the element counts differ: never defined, its incomplete return type is the
+/// error, at the caller's line (errors.hpp).
+template <auto A, Dim... D>
+error::reshape_must_keep_the_number_of_elements<A, exact_string<Shape<D...>::text>> reshape(const shaped<A>&,
+                                                                                           Shape<D...>);
 
 }  // namespace luminal

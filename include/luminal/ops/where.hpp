@@ -42,6 +42,7 @@ constexpr auto where(C, A, B) {
   }
 }
 template <auto A, auto B, auto Cond>  // A and B first: the compiler names shaped<> by position
-error::shapes_cannot_be_broadcast_together where(const shaped<Cond>&, const shaped<A>&, const shaped<B>&) = delete;
+error::shapes_cannot_be_broadcast_together<Cond, A, B> where(const shaped<Cond>&, const shaped<A>&,
+                                                             const shaped<B>&);
 
 }  // namespace luminal
