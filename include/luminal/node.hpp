@@ -29,9 +29,9 @@ enum class op_kind {
 struct node_base {};
 
 /// The base of every node, naming its shape as a string: `shaped<"(Batch, 3)">`. An op whose
-/// operands' shapes do not fit has a deleted overload beside it that takes `shaped<S>`, so
-/// the compiler's first error is at the user's line and prints the shapes, not the
-/// operands' types (a deep graph's type spells kilobytes).
+/// operands' shapes must fit has an overload beside it that takes `shaped<S>` and is never
+/// defined (errors.hpp), so the compiler's first error is at the user's line and prints
+/// the shapes, not the operands' types (a deep graph's type spells kilobytes).
 template <auto ShapeText>
 struct shaped : node_base {};
 
