@@ -14,6 +14,7 @@
 // benchmarks/cuda/char_gpt_cuda.cu compiles this file with nvcc for luminal::cuda
 // (LUMINAL_BENCH_CUDA): the blocks run on the GPU, and PyTorch runs on it too
 // (char_gpt.py --device cuda). Without a CUDA device that build says so and exits 0.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <luminal/grad/parameter_optimizer.hpp>
@@ -67,12 +68,30 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
   if (profile) {  // after the timing: profiling waits after every kernel
     gpt.layer_block().forward().set_profiling(true);
     gpt.layer_block().backward().set_profiling(true);
+    gpt.embed_block().forward().set_profiling(true);
+    gpt.embed_block().backward().set_profiling(true);
+    gpt.head_block().forward().set_profiling(true);
+    gpt.head_block().backward().set_profiling(true);
+    double forward_ms = 0, backward_ms = 0, update_ms = 0;
     for (int rep = 0; rep < 3; ++rep) {
+      auto start = std::chrono::steady_clock::now();
       t.clear();
       auto loss = gpt.loss(t, tokens, targets);
+      auto forward_done = std::chrono::steady_clock::now();
       t.backward(loss);
+      auto backward_done = std::chrono::steady_clock::now();
       optimizer.step(params, t.device_gradients());
+      auto update_done = std::chrono::steady_clock::now();
+      forward_ms += std::chrono::duration<double, std::milli>(forward_done - start).count() / 3;
+      backward_ms += std::chrono::duration<double, std::milli>(backward_done - forward_done).count() / 3;
+      update_ms += std::chrono::duration<double, std::milli>(update_done - backward_done).count() / 3;
     }
+    std::printf("A profiled step (every kernel waited for): forward %.1f ms, backward %.1f ms, optimizer %.1f ms\n",
+                forward_ms, backward_ms, update_ms);
+    std::printf("The embedding block's forward and backward programs:\n%s\n%s\n",
+                gpt.embed_block().forward().profile().c_str(), gpt.embed_block().backward().profile().c_str());
+    std::printf("The head block's forward and backward programs:\n%s\n%s\n",
+                gpt.head_block().forward().profile().c_str(), gpt.head_block().backward().profile().c_str());
     std::printf("The layer block's forward program (%d calls a step):\n%s\n%s\n", layers,
                 gpt.layer_block().forward().profile().c_str(), gpt.layer_block().forward().describe().c_str());
     std::printf("The layer block's backward program (%d calls a step):\n%s\n%s\n", layers,

@@ -232,25 +232,28 @@ class block final : public block_interface<B> {
   }
 
   /// Runs the forward program for one call and returns the tape slots of kept (outputs
-  /// first), copied into the tape's memory on the device. Called by tape::call.
+  /// first). The program writes each kept value straight into its slot, in the tape's
+  /// memory on the device; only a kept input or a repeated output is copied. Called by
+  /// tape::call.
   std::vector<int> run_forward(tape<B>& recording, std::size_t call) {
     const auto& record = recording.record_at(call);
     bind_leaves(forward_, recording, record);
-    forward_.run();
+    forward_.resolve_extents();
     bool requires_grad = boost::mp11::mp_size<parameters>::value > 0;
     boost::mp11::mp_for_each<Wrt>([&](auto leaf) {
       if (int id = record.argument(decltype(leaf)::name.view()); id >= 0) requires_grad |= recording.slot_at(id).requires_grad;
     });
-    std::vector<int> slots;
+    std::vector<int> slots(kept_count, -1);  // -1: a checkpointed call's activation, computed again by run_backward
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<kept_count>>([&](auto K) {
       using T = typename boost::mp11::mp_at_c<kept, K>::value_type;
-      if (K >= output_count && record.checkpointed) {  // run_backward computes it again
-        slots.push_back(-1);
-        return;
-      }
-      int id = recording.new_slot(dtype_of<T>(), forward_.template output_shape<K>(), requires_grad);
-      recording.copy_into(id, forward_.template output_data<K>());
-      slots.push_back(id);
+      if (K >= output_count && record.checkpointed) return;
+      slots[K] = recording.new_slot(dtype_of<T>(), forward_.template output_shape<K>(), requires_grad);
+    });
+    write_kept_to(recording, slots);
+    forward_.run();
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<kept_count>>([&](auto K) {
+      if constexpr (!written_in_place<K>())
+        if (slots[K] >= 0) recording.copy_into(slots[K], forward_.template output_data<K>());
     });
     return slots;
   }
@@ -261,6 +264,7 @@ class block final : public block_interface<B> {
     const auto& record = recording.record_at(call);
     if (record.checkpointed) {  // the activations were not kept: compute them again
       bind_leaves(forward_, recording, record);
+      write_kept_to(recording, record.kept);  // the outputs again into their slots, the rest into the arena
       forward_.run();
     }
     bind_leaves(backward_, recording, record);
@@ -279,6 +283,26 @@ class block final : public block_interface<B> {
   }
 
  private:
+  /// Whether the forward program writes kept value K straight into the tape's slot: not
+  /// an input (no kernel writes it), and not a node kept twice (one buffer per node).
+  template <std::size_t K>
+  static constexpr bool written_in_place() {
+    constexpr auto& ids = forward_program::output_ids;
+    if (boost::mp11::mp_at_c<kept, K>::kind == op_kind::input) return false;
+    for (std::size_t j = 0; j < K; ++j)
+      if (ids[j] == ids[K]) return false;
+    return true;
+  }
+  /// Points each kept value the program writes in place at its slot (-1: into the arena).
+  void write_kept_to(tape<B>& recording, const std::vector<int>& slots) {
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<kept_count>>([&](auto K) {
+      using T = typename boost::mp11::mp_at_c<kept, K>::value_type;
+      if constexpr (written_in_place<K>())
+        forward_.template write_output_to<K>(slots[K] < 0 ? nullptr
+                                                           : static_cast<T*>(recording.slot_at(slots[K]).value.data));
+    });
+  }
+
   /// Binds every leaf of `prog` for a call: the kept tensors and cotangents the tape
   /// holds ("tape.saved.NNN", "tape.cotangent.NNN"), parameters and the call's inputs;
   /// all in place, without copying, except parameters copied in from a host store.

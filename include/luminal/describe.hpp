@@ -147,14 +147,17 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
     if (group_end > int(K) + 1)
       out += "; one loop with kernels " + std::to_string(K + 1) + " to " + std::to_string(group_end - 1);
     if (group_end < 0) out += "; in the loop of the kernel before";
+    const bool stays = kernel_groups<Layout>::stays_in_group(int(K));
+    if (stays) out += "; on the CPU its result stays in the cache, read only by the loop";
     if (plan.is_recompute[K]) out += "; recomputes a forward value, run only if the retention policy chose to";
     out += "\n  computes " + labels[root];
     const stored_reads r = walk(root);
     out += "; fuses " + std::to_string(r.views) + " views, " + std::to_string(r.maps) + " maps\n";
-    double moved = bytes[root];
+    double moved = stays ? 0.0 : bytes[root];
     for (int id : r.reads) {
       out += "  reads " + labels[id] + " " + extents_text(id) + "\n";
-      moved += bytes[id];
+      const int producer = plan.kernel_of[std::size_t(id)];
+      if (producer < 0 || !kernel_groups<Layout>::stays_in_group(producer)) moved += bytes[id];
     }
     out += "  moves " + megabytes(moved);
     // A group's time is its first kernel's, for the bytes of every kernel in it: each
@@ -164,7 +167,7 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
       for (int g = int(K); g < group_end; ++g) in_group[std::size_t(plan.kernels[g])] = true;
       moved = 0;
       for (int g = int(K); g < group_end; ++g) {
-        moved += bytes[std::size_t(plan.kernels[g])];
+        if (!kernel_groups<Layout>::stays_in_group(g)) moved += bytes[std::size_t(plan.kernels[g])];
         for (int id : walk(plan.kernels[g]).reads)
           if (!in_group[std::size_t(id)] && !counted[std::size_t(id)]) {
             counted[std::size_t(id)] = true;

@@ -21,6 +21,18 @@ struct kernel_context {
   int* error_flag = nullptr;       // set to 1 by a gather whose index is out of range
 };
 
+namespace detail {
+/// Each node's element count (Dim{-1} where it cannot be written as one extent).
+template <class... N>
+constexpr std::array<Dim, sizeof...(N)> element_counts(boost::mp11::mp_list<N...>) {
+  auto count = [](const auto& dims, std::size_t rank) {
+    Dim n;
+    return dims_product(dims, 0, rank, n) ? n : Dim{-1};
+  };
+  return {count(N::shape::dims, N::shape::rank)...};
+}
+}  // namespace detail
+
 /// Compile-time facts of one program: its nodes, their table and plan.
 template <class Nodes, auto OutputIds, retention_policy Policy = retention_policy::store_all>
 struct program_layout {
@@ -28,13 +40,18 @@ struct program_layout {
   static constexpr std::size_t node_count = boost::mp11::mp_size<Nodes>::value;
   static constexpr auto table = graph_table<Nodes>;
   static constexpr auto retained = detail::retention_set(table, OutputIds);
+  /// Each node's element count (Dim{-1}: not one extent): kernels over as many elements
+  /// can run as one loop (kernel_groups.hpp).
+  static constexpr auto counts = detail::element_counts(Nodes{});
   static constexpr auto plan = [] {
-    if constexpr (Policy.kind == retention_policy::mode::recompute_elementwise)
-      return detail::make_plan(table, OutputIds);
-    else if constexpr (Policy.kind == retention_policy::mode::budget)
-      return detail::add_recompute_entries(table, OutputIds, detail::make_plan(table, OutputIds, retained));
+    auto planned = detail::make_plan(table, OutputIds, Policy.kind == retention_policy::mode::recompute_elementwise
+                                                           ? std::array<bool, node_count>{}
+                                                           : retained);
+    detail::hoist_into_groups(table, OutputIds, counts, planned, Policy.kind == retention_policy::mode::budget);
+    if constexpr (Policy.kind == retention_policy::mode::budget)
+      return detail::add_recompute_entries(table, OutputIds, planned);
     else
-      return detail::make_plan(table, OutputIds, retained);
+      return planned;
   }();
   static constexpr retention_policy policy = Policy;
   /// Whether some kernels run only when the backward recomputes their value.

@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <cstdint>
 
 #include "loop_kernels.hpp"
 
@@ -17,21 +18,77 @@ namespace luminal {
 /// a flat kernel, one broadcast element; the latter is why program::replan keeps every
 /// buffer a group reads or writes alive through the whole group (kernel_groups::first_of,
 /// last_of), so running the members interleaved by blocks gives the results of one after
-/// another.
-template <class P, int... Ids>
+/// another. On the CPU, a member whose result only later members read, each in place, keeps
+/// it in a scratch of one block on the thread's stack (Local, kernel_groups::local_mask):
+/// it never goes to memory, which is most of the traffic of a chain like a GELU's gradient.
+template <class P, std::uint64_t Local, int... Ids>
 struct fused_kernels {
   static constexpr index_t block = 2048;
+  static constexpr int ids[] = {Ids...};
+  static constexpr std::size_t size = sizeof...(Ids);
+  /// Member m keeps its result in the cache (detail::kernel_groups::local_mask): bit m.
+  static constexpr bool local(std::size_t m) { return m < 64 && (Local >> m & 1) != 0; }
+  /// Where member m's scratch starts in the thread's scratch bytes, and their total.
+  static constexpr auto scratch_offsets = [] {
+    constexpr std::size_t bytes[] = {sizeof(typename evaluator<P>::template value_type<Ids>)...};
+    std::array<std::size_t, size + 1> offsets{};
+    for (std::size_t m = 0; m < size; ++m)
+      offsets[m + 1] = offsets[m] + (local(m) ? (std::size_t(block) * bytes[m] + 63) / 64 * 64 : 0);
+    return offsets;
+  }();
   kernel_context ctx;
+
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    run_blocks(ctx, begin, end);  // a GPU thread's few elements: every result goes to memory
+#else
+    if constexpr (Local == 0) {
+      run_blocks(ctx, begin, end);
+    } else {
+      // The members read a local result through a copy of the buffer table whose entry
+      // points at the scratch, shifted so that flat index i of the block lands at
+      // scratch[i - first]: a later member reads it at the index it writes
+      // (kernel_groups::reads_in_place), so the read stays inside the block. Nodes a
+      // member reads come before it in the table: the copy ends at the last member.
+      constexpr std::size_t table_size = std::size_t(last_id()) + 1;
+      alignas(64) std::byte scratch[scratch_offsets[size]];
+      void* table[table_size];
+      for (std::size_t i = 0; i < table_size; ++i) table[i] = ctx.buffers[i];
+      const kernel_context local_ctx{table, ctx.dims, ctx.error_flag};
+      for (index_t first = begin; first < end; first += block) {
+        index_t last = first + block < end ? first + block : end;
+        [&]<std::size_t... M>(std::index_sequence<M...>) {
+          ((local(M) ? void(table[ids[M]] = shifted<Ids>(scratch + scratch_offsets[M], first)) : void()), ...);
+        }(std::make_index_sequence<size>{});
+        (run_one<Ids>(local_ctx, first, last), ...);
+      }
+    }
+#endif
+  }
+
+ private:
+  static constexpr int last_id() {
+    int top = 0;
+    for (int id : ids) top = id > top ? id : top;
+    return top;
+  }
+  /// An address that, indexed by a flat index of the block starting at `first`, lands in
+  /// `scratch` (integer arithmetic: the pointer itself may lie outside any object).
+  template <int Id>
+  static void* shifted(std::byte* scratch, index_t first) {
+    using T = typename evaluator<P>::template value_type<Id>;
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(scratch) - std::uintptr_t(first) * sizeof(T));
+  }
+  LUMINAL_HD void run_blocks(const kernel_context& c, index_t begin, index_t end) const {
     for (index_t first = begin; first < end; first += block) {
       index_t last = first + block < end ? first + block : end;
-      (run_one<Ids>(first, last), ...);
+      (run_one<Ids>(c, first, last), ...);
     }
   }
   template <int Id>
-  LUMINAL_HD void run_one(index_t first, index_t last) const {
+  LUMINAL_HD static void run_one(const kernel_context& c, index_t first, index_t last) {
     using T = typename evaluator<P>::template value_type<Id>;
-    elementwise_kernel<P, Id>{ctx, static_cast<T*>(ctx.buffers[Id])}(first, last);
+    elementwise_kernel<P, Id>{c, static_cast<T*>(c.buffers[Id])}(first, last);
   }
 };
 
@@ -92,19 +149,13 @@ struct kernel_groups {
     }
     return true;
   }
-  template <int Id>
-  static constexpr Dim count() {
-    using S = typename boost::mp11::mp_at_c<typename Layout::nodes, Id>::shape;
-    Dim n;
-    return dims_product(S::dims, 0, S::rank, n) ? n : Dim{-1};
-  }
   template <std::size_t... K>
   static constexpr auto make(std::index_sequence<K...>) {
     constexpr std::size_t kernels = sizeof...(K);
     // A recompute entry (rematerialize.hpp) runs alone: a run may skip it.
     constexpr bool can[] = {(!plan.is_recompute[K] && fusable<plan.kernels[K]>())..., false};
     constexpr bool flat[] = {flat_kernel<plan.kernels[K]>()..., false};
-    constexpr Dim counts[] = {count<plan.kernels[K]>()..., Dim{-1}};
+    constexpr Dim counts[] = {Layout::counts[std::size_t(plan.kernels[K])]..., Dim{-1}};
     // A loop nest joins a group only if it reads every earlier member in place.
     auto joins = [&](std::size_t first, std::size_t j) {
       if (flat[j]) return true;
@@ -124,6 +175,32 @@ struct kernel_groups {
     return end;
   }
   static constexpr auto end = make(std::make_index_sequence<std::size_t(plan.kernel_count)>{});
+  /// Whether kernel k's result stays in its group: it is no output, no kernel outside
+  /// the group reads it (nor a recompute entry), and each later member reads it, if at
+  /// all, at the flat index it writes. fused_kernels then keeps it in a block-sized
+  /// scratch (on the CPU) instead of its buffer. (Only the first 64 members can.)
+  static constexpr bool stays_in_group(int k) {
+    const int last = last_of(k);
+    const int id = plan.kernels[std::size_t(k)];
+    if (first_of(k) == last || k - first_of(k) >= 64 || plan.is_output[std::size_t(id)] ||
+        plan.recompute_entry[std::size_t(id)] >= 0 ||
+        plan.forward_last_use[std::size_t(id)] > last || plan.backward_last_use[std::size_t(id)] > last)
+      return false;
+    for (int r = 0; r < plan.recompute_read_count; ++r)
+      if (plan.recompute_reads[std::size_t(r)][1] == id) return false;
+    for (int j = k + 1; j <= last; ++j)
+      if (!reads_in_place(plan.kernels[std::size_t(j)], id)) return false;
+    return true;
+  }
+  /// The members of the group that kernel `first` starts that stay in it: bit m for
+  /// kernel first + m (the first 64 members).
+  static constexpr std::uint64_t local_mask(int first) {
+    std::uint64_t mask = 0;
+    for (int k = first; k < end[std::size_t(first)]; ++k)
+      if (stays_in_group(k)) mask |= std::uint64_t(1) << (k - first);
+    return mask;
+  }
+
   /// The span of kernels that run in one loop with kernel k: [first_of(k), last_of(k)].
   /// A buffer's lifetime is widened to whole groups (program::replan), because a member
   /// that reads a broadcast element reads index 0 while another member of the group, in

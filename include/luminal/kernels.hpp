@@ -79,7 +79,8 @@ struct kernel_runner {
   void run_fused() {
     using N = boost::mp11::mp_at_c<typename Layout::nodes, Layout::plan.kernels[First]>;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      backend.parallel_for(count_of<N>(), fused_kernels<flat_program, Layout::plan.kernels[First + int(K)]...>{ctx});
+      constexpr std::uint64_t local = detail::kernel_groups<Layout>::local_mask(First);
+      backend.parallel_for(count_of<N>(), fused_kernels<flat_program, local, Layout::plan.kernels[First + int(K)]...>{ctx});
     }(std::make_index_sequence<std::size_t(End - First)>{});
   }
 
@@ -105,13 +106,15 @@ struct kernel_runner {
     }
   }
 
-  /// How a GEMM reads one operand: the stored node, whether it is transposed, and its
-  /// extents (batch axes of the stored node may be fewer or 1: broadcast).
+  /// How a GEMM reads one operand: the node whose extents lay out its memory (batch axes
+  /// may be fewer or 1: broadcast), the stored node whose memory that is (the same, or
+  /// the node under a reshape: detail::gemm_operand_memory), and whether it is transposed.
   template <class Operand>
   struct gemm_operand {
     static constexpr auto& table = Layout::table;
     static constexpr int operand_id = Layout::template id<Operand>;
     static constexpr int base_id = detail::gemm_operand_base(table, operand_id);
+    static constexpr int memory_id = Layout::plan.gemm_base[std::size_t(operand_id)];
     static constexpr bool transposed = [] {
       int id = table[operand_id].is_batch_expand ? table[operand_id].children[0] : operand_id;
       return table[id].is_last_two_transpose;
@@ -136,8 +139,8 @@ struct kernel_runner {
       backend.parallel_for(batches * m * n, fill_zero_body<T>{out});  // a named functor: no nvcc extended lambda
       return;
     }
-    const T* a = static_cast<const T*>(buffers[OA::base_id]);
-    const T* b = static_cast<const T*>(buffers[OB::base_id]);
+    const T* a = static_cast<const T*>(buffers[OA::memory_id]);
+    const T* b = static_cast<const T*>(buffers[OB::memory_id]);
     const index_t* abase = dims + OA::base_id * Layout::max_rank;
     const index_t* bbase = dims + OB::base_id * Layout::max_rank;
     // Row-major leading dimensions of the stored matrices.

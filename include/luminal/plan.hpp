@@ -24,7 +24,7 @@ struct plan_data {
   std::array<bool, 2 * N> is_recompute{};
   int kernel_count = 0;
   std::array<int, N> kernel_of{};      // kernel index producing node i (the forward's), or -1
-  std::array<int, N> gemm_base{};      // for a matmul operand chain: the stored base
+  std::array<int, N> gemm_base{};      // a matmul operand: the stored node whose memory it reads
   // Lifetimes (split_lifetimes). With recompute entries (rematerialize.hpp) a run decides
   // which of them execute, and a recomputed value lives twice:
   int boundary = 0;                    // the first kernel of the backward
@@ -46,9 +46,21 @@ constexpr int gemm_operand_base(const std::array<node_info, N>& table, int id) {
   return id;
 }
 
+/// The node whose memory a GEMM operand reads, for a plan that stores what `stored` says:
+/// its base (gemm_operand_base), or, where that is a reshape not stored itself, the node
+/// under the reshapes. A reshape keeps the row-major order, so the (batch*seq, width) view
+/// of a stored (batch, seq, width) activation is the same memory: no copy kernel.
+template <std::size_t N>
+constexpr int gemm_operand_memory(const std::array<node_info, N>& table, const std::array<bool, N>& stored, int id) {
+  id = gemm_operand_base(table, id);
+  while (!stored[id] && table[id].kind == op_kind::view && table[id].is_reshape) id = table[id].children[0];
+  return id;
+}
+
 /// Calls f(id) once for each stored node that the kernel of `root` reads: its inline tree
-/// walked down to stored nodes. A GEMM reads the stored base of each operand even when
-/// the operand's view is itself stored (retained): that base must stay live until it.
+/// walked down to stored nodes. A GEMM reads the memory of each operand
+/// (plan.gemm_base) even when the operand's view is itself stored (retained): that memory
+/// must stay live until it.
 template <std::size_t N, std::size_t NumOutputs, class F>
 constexpr void for_each_read(const std::array<node_info, N>& table, const plan_data<N, NumOutputs>& plan, int root,
                              F&& f) {
@@ -57,7 +69,7 @@ constexpr void for_each_read(const std::array<node_info, N>& table, const plan_d
   int top = 0;
   for (int c = 0; c < table[root].child_count; ++c) {
     int child = table[root].children[c];
-    if (table[root].kind == op_kind::matmul) child = gemm_operand_base(table, child);
+    if (table[root].kind == op_kind::matmul) child = plan.gemm_base[child];
     stack[top++] = child;
   }
   while (top > 0) {
@@ -84,8 +96,9 @@ constexpr std::array<bool, N> reachable_from(const std::array<node_info, N>& tab
   return reached;
 }
 
-/// Splits the plan's kernels at the first one of the backward (a kernel of a node that
-/// output 0, the forward value, does not reach, or a recompute entry) and records, for
+/// Splits the plan's kernels after the forward's last one (a kernel of a node that output
+/// 0, the forward value, reaches, not a recompute entry: a backward kernel that
+/// hoist_into_groups moved into the forward's loops counts as forward) and records, for
 /// every stored node, its last forward and backward readers and the recompute entries
 /// that read it.
 template <std::size_t N, std::size_t NumOutputs>
@@ -93,12 +106,11 @@ constexpr void split_lifetimes(const std::array<node_info, N>& table, const std:
                                plan_data<N, NumOutputs>& plan) {
   const auto forward = reachable_from(table, outputs[0]);
   plan.boundary = plan.kernel_count;
-  if (NumOutputs > 1)
+  if (NumOutputs > 1) {
+    plan.boundary = 0;
     for (int k = 0; k < plan.kernel_count; ++k)
-      if (plan.is_recompute[k] || !forward[plan.kernels[k]]) {
-        plan.boundary = k;
-        break;
-      }
+      if (!plan.is_recompute[k] && forward[plan.kernels[k]]) plan.boundary = k + 1;
+  }
   for (std::size_t i = 0; i < N; ++i) {
     plan.kernel_of[i] = plan.recompute_entry[i] = -1;
     plan.forward_last_use[i] = plan.backward_last_use[i] = -1;
@@ -131,13 +143,13 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
                      kind == op_kind::reduce || kind == op_kind::matmul || kind == op_kind::exchange;
     plan.gemm_base[i] = -1;
   }
-  // GEMM reads memory: the base of each operand chain must be stored.
+  // GEMM reads memory: the memory of each operand chain must be stored.
   for (std::size_t i = 0; i < N; ++i) {
     if (table[i].kind != op_kind::matmul) continue;
     for (int k = 0; k < 2; ++k) {
-      int base = gemm_operand_base(table, table[i].children[k]);
-      plan.stored[base] = true;
-      plan.gemm_base[table[i].children[k]] = base;
+      int memory = gemm_operand_memory(table, plan.stored, table[i].children[k]);
+      plan.stored[memory] = true;
+      plan.gemm_base[table[i].children[k]] = memory;
     }
   }
   // An exchange copies or reads whole buffers.
@@ -168,6 +180,50 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
     if (plan.stored[i] && table[i].kind != op_kind::input) plan.kernels[plan.kernel_count++] = int(i);
   split_lifetimes(table, outputs, plan);  // kernel_of and the lifetimes
   return plan;
+}
+
+/// Moves elementwise kernels up, each to just after the kernels that compute what it
+/// reads, where a run of elementwise kernels over as many elements ends: kernel_groups can
+/// then run it in that run's loop, and the values they share stay in the cache
+/// (fused_kernels). A GELU's gradient and the GELU value that the next weight gradient
+/// recomputes from the same inputs become one loop. `counts` is each node's element count
+/// (Dim{-1}: unknown). A backward kernel may so join the forward's loops, as the mask a
+/// gradient keeps joins the loop of the value it masks: it then counts as the forward's
+/// (split_lifetimes), and what it makes is kept. Unless `backward_stays_behind`: a
+/// retention budget (rematerialize.hpp) must be able to recompute every value the forward
+/// keeps, and a backward value is no forward value it can recompute. The lifetimes are
+/// split again afterwards.
+template <std::size_t N, std::size_t NumOutputs>
+constexpr void hoist_into_groups(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs,
+                                 const std::array<Dim, N>& counts, plan_data<N, NumOutputs>& plan,
+                                 bool backward_stays_behind) {
+  auto elementwise = [&](int id) {
+    auto kind = table[id].kind;
+    return (kind == op_kind::map || kind == op_kind::view || kind == op_kind::gather) && table[id].rank > 0;
+  };
+  std::array<int, N> position{};
+  for (auto& p : position) p = -1;
+  for (int k = 0; k < plan.kernel_count; ++k) position[plan.kernels[k]] = k;
+  const auto forward = reachable_from(table, outputs[0]);
+  const int first_backward = plan.boundary;  // make_plan split the lifetimes
+  for (int k = 1; k < plan.kernel_count; ++k) {
+    const int id = plan.kernels[k];
+    if (!elementwise(id) || counts[id] == Dim{-1}) continue;
+    int after = -1;  // the last kernel whose result this one reads
+    for_each_read(table, plan, id, [&](int read) { after = position[read] > after ? position[read] : after; });
+    if (after < 0 || !elementwise(plan.kernels[after]) || !(counts[plan.kernels[after]] == counts[id])) continue;
+    int to = after + 1;  // past the rest of the run: a kernel put inside it could split it
+    while (to < k && elementwise(plan.kernels[to]) && counts[plan.kernels[to]] == counts[id]) ++to;
+    if (backward_stays_behind && !forward[id] && to < first_backward) continue;
+    if (to >= k) continue;
+    for (int m = k; m > to; --m) {
+      plan.kernels[m] = plan.kernels[m - 1];
+      position[plan.kernels[m]] = m;
+    }
+    plan.kernels[to] = id;
+    position[id] = to;
+  }
+  split_lifetimes(table, outputs, plan);
 }
 
 /// The retention set of a program whose first output is the forward value and whose

@@ -218,7 +218,15 @@ class program {
     external_[id] = destination;
   }
 
-  /// Runtime extents of output I after run().
+  /// Works out every node's extents from the inputs bound now, without running (run()
+  /// does the same first), so that output_shape() is valid before the run: a tape sizes
+  /// the memory it then hands to write_output_to(). Throws input_error as run() would.
+  void resolve_extents() {
+    resolve_symbols();
+    compute_dims();
+  }
+
+  /// Runtime extents of output I after run() or resolve_extents().
   template <std::size_t I = 0>
   std::vector<index_t> output_shape() const {
     constexpr int id = output_ids[I];

@@ -456,10 +456,12 @@ class tape {
       record.inputs.emplace_back(std::string(a.name), a.value.id);
     }
     records_.push_back(std::move(record));
+    const std::size_t slots_before = live_slots_;
     try {
       records_.back().kept = blk.run_forward(*this, records_.size() - 1);
-    } catch (...) {
+    } catch (...) {  // neither the call nor the slots it took stay recorded
       records_.pop_back();
+      live_slots_ = slots_before;
       throw;
     }
     const auto& kept = records_.back().kept;

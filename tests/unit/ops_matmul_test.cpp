@@ -119,9 +119,19 @@ void matmul_operands() {
   auto s = input<"s", T>(shape<1, 7, 3>);  // transposed, then broadcast over the batch
   auto b3 = input<"b3", T>(shape<2, 7, 5>);
   auto p = input<"p", T>(shape<3, 2, 7>);  // permuted (not the last two axes) to [2, 3, 7]
+  auto kh = input<"kh", T>(shape<2, 6, 3, 4>);  // [batch, seq, heads, width] -> k^T [2, 3, 4, 6]
+  auto qh = input<"qh", T>(shape<2, 3, 5, 4>);
+  auto scores = matmul(qh, permute<0, 2, 3, 1>(kh));
   auto prog = compile<B>(matmul(transpose(at), b), matmul(transpose(at), transpose(bt)), matmul(q, transpose(k)),
                          matmul(transpose(s), b3), matmul(exp(transpose(at)) * 0.5_c, b),
-                         matmul(permute<1, 0, 2>(p), b3), matmul(matmul(transpose(at), b), transpose(b)) + c<1>);
+                         matmul(permute<1, 0, 2>(p), b3), matmul(matmul(transpose(at), b), transpose(b)) + c<1>,
+                         scores);
+  // The GEMM reads k^T as the transpose of a stored [2, 3, 6, 4] permute (rows of 4 copied
+  // whole), not as a copy that writes k^T at a stride.
+  using layout = typename decltype(prog)::layout;
+  constexpr int k_operand = layout::table[layout::template id<decltype(scores)>].children[1];
+  STATIC_REQUIRE(layout::table[k_operand].is_last_two_transpose);
+  STATIC_REQUIRE(layout::plan.stored[layout::table[k_operand].children[0]]);
   auto atv = test::random_array<T>({7, 3}, 181);
   auto bv = test::random_array<T>({7, 5}, 182);
   auto btv = test::random_array<T>({5, 7}, 183);
@@ -138,6 +148,10 @@ void matmul_operands() {
   prog.bind("s", sv);
   prog.bind("b3", b3v);
   prog.bind("p", pv);
+  auto khv = test::random_array<T>({2, 6, 3, 4}, 189);
+  auto qhv = test::random_array<T>({2, 3, 5, 4}, 190);
+  prog.bind("kh", khv);
+  prog.bind("qh", qhv);
   prog.run();
   auto a_ = transposed(test::to_double(atv)), b_ = test::to_double(bv);
   SECTION("transposed left operand") { test::check_close<T>(prog.template output<0>(), matmul_ref(a_, b_)); }
@@ -156,6 +170,10 @@ void matmul_operands() {
   SECTION("an operand permuted on its batch axis") {
     xt::xarray<double> permuted = xt::transpose(test::to_double(pv), {1, 0, 2});
     test::check_close<T>(prog.template output<5>(), matmul_ref(permuted, test::to_double(b3v)));
+  }
+  SECTION("attention's scores q k^T with k^T permuted from [batch, seq, heads, width]") {
+    xt::xarray<double> kt = xt::transpose(test::to_double(khv), {0, 2, 3, 1});
+    test::check_close<T>(prog.template output<7>(), matmul_ref(test::to_double(qhv), kt));
   }
   SECTION("a chain of products, then an elementwise epilogue") {
     auto chain = matmul_ref(matmul_ref(a_, b_), transposed(b_));

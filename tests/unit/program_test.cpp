@@ -29,6 +29,16 @@ struct counting_backend : B {
 };
 
 using test::require_throws_with;
+
+/// a [m, k] x b [k, n] in double, row by row.
+xt::xarray<double> reference_matmul(const xt::xarray<double>& a, const xt::xarray<double>& b) {
+  const std::size_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  xt::xarray<double> out = xt::zeros<double>({m, n});
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < k; ++j)
+      for (std::size_t l = 0; l < n; ++l) out(i, l) += a(i, j) * b(j, l);
+  return out;
+}
 }  // namespace
 
 // nvcc compiles a replaced operator new for the device as well, where it may not throw:
@@ -199,6 +209,67 @@ TEMPLATE_LIST_TEST_CASE("consecutive flat kernels of one size compute what their
     test::require_close(prog.template output<2>(), cd, 1e-5, 1e-6);
     test::require_close(prog.template output<3>(), dd, 1e-5, 1e-6);
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("a kernel joins the loop whose results it reads, and a result only that loop reads stays in it",
+                        "[plan]", test_backends) {
+  auto x = input<"x", f32>(shape<Batch, 300>);
+  auto y = input<"y", f32>(shape<Batch, 300>);
+  auto w = param<"w", f32>(shape<300, 7>);
+  auto h = gelu(x, approximate::tanh) * y;  // read three times and dear to recompute: stored
+  auto a = h * 2.0_c + y;
+  auto m = matmul(a, w);
+  auto b = h * h;  // after the GEMM in the graph, but it reads only h
+  auto prog = compile<TestType>(a, m, b);
+  using layout = typename decltype(prog)::layout;
+  using groups = luminal::detail::kernel_groups<layout>;
+  constexpr auto outputs = decltype(prog)::output_ids;
+  STATIC_REQUIRE(decltype(prog)::kernel_count() == 4);
+  // h's kernel, then a's, then b's, moved up before the GEMM into the loop of h and a; h,
+  // which only that loop reads (each at the index it writes), stays in the cache.
+  STATIC_REQUIRE(!layout::plan.is_output[layout::plan.kernels[0]]);
+  STATIC_REQUIRE(layout::plan.kernels[1] == outputs[0]);
+  STATIC_REQUIRE(layout::plan.kernels[2] == outputs[2]);
+  STATIC_REQUIRE(layout::plan.kernels[3] == outputs[1]);
+  STATIC_REQUIRE(groups::end[0] == 3);
+  STATIC_REQUIRE(groups::stays_in_group(0));
+  STATIC_REQUIRE(!groups::stays_in_group(1));
+  STATIC_REQUIRE(groups::local_mask(0) == 1);
+  for (std::size_t batch : {1u, 30u}) {  // 30 * 300 spans several blocks of the loop
+    auto xv = test::random_array<float>({batch, 300}, 41);
+    auto yv = test::random_array<float>({batch, 300}, 42);
+    auto wv = test::random_array<float>({300, 7}, 43);
+    prog.bind("x", xv);
+    prog.bind("y", yv);
+    prog.bind("w", wv);
+    prog.run();
+    xt::xarray<double> xd = test::to_double(xv), yd = test::to_double(yv);
+    xt::xarray<double> hd = 0.5 * xd * (1.0 + xt::tanh(0.7978845608028654 * (xd + 0.044715 * xd * xd * xd))) * yd;
+    xt::xarray<double> ad = hd * 2.0 + yd;
+    test::require_close(prog.template output<0>(), ad, 1e-5, 1e-6);
+    test::require_close(prog.template output<1>(), reference_matmul(ad, test::to_double(wv)), 1e-4, 1e-5);
+    test::require_close(prog.template output<2>(), xt::xarray<double>(hd * hd), 1e-5, 1e-6);
+  }
+  REQUIRE(prog.describe().find("stays in the cache") != std::string::npos);
+}
+
+TEMPLATE_LIST_TEST_CASE("a GEMM reads a reshaped operand in the memory under the reshape, without a copy", "[plan]",
+                        test_backends) {
+  auto x = input<"x", f32>(shape<Batch, 4, 8>);
+  auto w = param<"w", f32>(shape<8, 5>);
+  // The [Batch * 4, 8] view of an input, and of a value that is also an output.
+  STATIC_REQUIRE(decltype(compile(matmul(reshape(x, shape<Batch * 4, 8>), w)))::kernel_count() == 1);
+  auto r = relu(x - 0.25_c);
+  auto prog = compile<TestType>(r, matmul(reshape(r, shape<Batch * 4, 8>), w));
+  STATIC_REQUIRE(decltype(prog)::kernel_count() == 2);
+  auto xv = test::random_array<float>({3, 4, 8}, 44);
+  auto wv = test::random_array<float>({8, 5}, 45);
+  prog.bind("x", xv);
+  prog.bind("w", wv);
+  prog.run();
+  xt::xarray<double> rd = xt::maximum(test::to_double(xv) - 0.25, 0.0);
+  xt::xarray<double> flat = xt::reshape_view(rd, {12, 8});
+  test::require_close(prog.template output<1>(), reference_matmul(flat, test::to_double(wv)), 1e-5, 1e-6);
 }
 
 TEMPLATE_LIST_TEST_CASE("loop nests of one size run in one loop when each reads the others in place", "[plan]",

@@ -3,6 +3,7 @@
 #pragma once
 #include "../errors.hpp"
 #include "expand.hpp"
+#include "permute.hpp"
 
 namespace luminal {
 
@@ -40,6 +41,41 @@ constexpr auto with_batch(const dims_t<B>& batch) {
 }  // namespace detail
 
 namespace detail {
+/// The transpose of a permute that keeps the last axis last, equal to permute X.
+template <class X, class Axes>
+struct split_transpose;
+template <class X, std::size_t... K>
+struct split_transpose<X, std::index_sequence<K...>> {
+  static constexpr auto order = permute_order<typename X::op>::value;
+  static constexpr std::size_t R = sizeof...(K);
+  using rows = typename node_of<Permute<(K == R - 2 ? order[R - 1] : K == R - 1 ? order[R - 2] : order[K])...>,
+                                boost::mp11::mp_first<typename X::children>>::type;
+  using type = typename node_of<Permute<int(K == R - 2 ? R - 1 : K == R - 1 ? R - 2 : K)...>, rows>::type;
+};
+/// A GEMM reads an operand through a transpose of its last two axes, not through another
+/// permute. So a permute that moves its input's last axis to second-to-last (attention's
+/// k^T: [B, S, H, D] -> [B, H, D, S]) is built as the transpose of a permute that keeps the
+/// last axis last: the planner stores that inner permute, a copy that reads and writes whole
+/// rows, and the GEMM reads it transposed, where a copy writing at a stride was stored.
+template <class X>
+constexpr auto gemm_readable(X x) {
+  if constexpr (is_permute_node<X>()) {
+    constexpr auto order = permute_order<typename X::op>::value;
+    constexpr std::size_t R = order.size();
+    constexpr bool swap_only = [order] {
+      for (std::size_t k = 0; k + 2 < order.size(); ++k)
+        if (order[k] != int(k)) return false;
+      return true;
+    }();
+    if constexpr (R >= 3 && order[R - 2] == int(R - 1) && !swap_only)
+      return typename split_transpose<X, std::make_index_sequence<R>>::type{};
+    else
+      return x;
+  } else {
+    return x;
+  }
+}
+
 template <class SA, class SB>
 constexpr bool matmul_shapes_fit() {
   if constexpr (SA::rank < 2 || SB::rank < 2) {
@@ -69,7 +105,8 @@ constexpr auto matmul(A a, B b) {
   constexpr auto rule = broadcast_rule(detail::batch_dims_padded<SA, R>(), detail::batch_dims_padded<SB, R>());
   using TA = shape_from<detail::with_batch<SA>(rule.dims)>;
   using TB = shape_from<detail::with_batch<SB>(rule.dims)>;
-  return typename node_of<MatMul, decltype(expand(a, TA{})), decltype(expand(b, TB{}))>::type{};
+  return typename node_of<MatMul, decltype(expand(detail::gemm_readable(a), TA{})),
+                         decltype(expand(detail::gemm_readable(b), TB{}))>::type{};
 }
 /// Chosen when the shapes do not fit (above): never defined, its incomplete return type is
 /// the error, at the caller's line (errors.hpp).
