@@ -4,6 +4,7 @@
 // The 2-layer GPT is in tape_gpt_test.cpp (a heavy translation unit of its own); the
 // comparison that runs on every backend (host, Kokkos, CUDA) in tape_backends_test.cpp.
 #include <luminal/nn.hpp>
+#include <xtensor/xview.hpp>
 #include <luminal/grad/parameter_optimizer.hpp>
 #include <luminal/tape.hpp>
 #include <luminal/train.hpp>
@@ -116,6 +117,27 @@ TEST_CASE("tape: calls with missing or mismatched parameters and inputs are refu
   REQUIRE_THROWS_WITH(t.backward(y), Catch::Contains("one-element"));
   t.clear();
   REQUIRE_THROWS_WITH(t.value<float>(y), Catch::Contains("not a value of this tape"));
+}
+
+TEST_CASE("tape: a call whose run fails keeps neither the call nor the memory it took", "[tape][errors]") {
+  // The forward program writes what the tape keeps straight into slots taken before it
+  // runs; a gather index out of range makes the run throw after that.
+  auto ids = input<"ids", i32>(shape<Batch>);
+  auto x = input<"x", f32>(shape<Batch, 4>);
+  auto table = param<"emb.table", f32>(shape<10, 4>);
+  auto emb = compile_block<"emb">(gather(table, ids) * x, x);
+  tensor_store params;
+  params.set("emb.table", test::random_array<float>({10, 4}, 3));
+  tape<> t(params);
+  auto v = t.variable(test::random_array<float>({3, 4}, 4));
+  const std::size_t held = t.held_bytes();
+  REQUIRE_THROWS_AS(t.call(*emb, "", {{"ids", t.constant(xt::xarray<int>{1, 12, 2})}, {"x", v}}), run_error);
+  REQUIRE(t.call_count() == 0);
+  REQUIRE(t.held_bytes() == held + 3 * sizeof(int));  // the constant made for the call stays
+  auto y = t.call(*emb, "", {{"ids", t.constant(xt::xarray<int>{1, 9, 2})}, {"x", v}});
+  REQUIRE(t.call_count() == 1);
+  xt::xarray<float> expected = xt::view(params.get<float>("emb.table"), xt::keep(1, 9, 2), xt::all()) * t.value<float>(v);
+  REQUIRE(bool(t.value<float>(y) == expected));
 }
 
 TEST_CASE("tape: parameter_optimizer on tape gradients follows compile_train_step", "[tape][optimizer]") {
