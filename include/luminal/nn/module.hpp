@@ -39,22 +39,19 @@ concept mode = std::is_same_v<M, train_mode> || std::is_same_v<M, eval_mode>;
 template <class X, std::int64_t D>
 concept features_of = expression<X> && (shape_t<X>::rank >= 1) && (shape_t<X>::dims[shape_t<X>::rank - 1] == Dim{D});
 
-/// What a module's input must look like, for its refusal's error text: "(..., 256)".
-constexpr text<48> needs_last_extent(std::int64_t d) {
+/// What a module's input must look like, for its refusal's error text: the shape around
+/// the one extent the module fixes, as `before` extent `after`.
+constexpr text<48> needed_shape(std::string_view before, std::int64_t extent, std::string_view after) {
   text<48> out;
-  out.append("(..., ");
-  out.append_int(d);
-  out.append(")");
+  out.append(before);
+  out.append_int(extent);
+  out.append(after);
   return out;
 }
+/// "(..., 256)": the input of a module over D features.
+constexpr text<48> needs_last_extent(std::int64_t d) { return needed_shape("(..., ", d, ")"); }
 /// "(N, 3, H, W)": the input a Conv2d over C channels needs.
-constexpr text<48> needs_channels(std::int64_t c) {
-  text<48> out;
-  out.append("(N, ");
-  out.append_int(c);
-  out.append(", H, W)");
-  return out;
-}
+constexpr text<48> needs_channels(std::int64_t c) { return needed_shape("(N, ", c, ", H, W)"); }
 
 namespace detail {
 /// A static shape as a std::vector, for the initializers.
