@@ -192,7 +192,7 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
 /// (split_lifetimes), and what it makes is kept. Unless `backward_stays_behind`: a
 /// retention budget (rematerialize.hpp) must be able to recompute every value the forward
 /// keeps, and a backward value is no forward value it can recompute. The lifetimes are
-/// split again afterwards.
+/// split again when a kernel moved.
 template <std::size_t N, std::size_t NumOutputs>
 constexpr void hoist_into_groups(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs,
                                  const std::array<Dim, N>& counts, plan_data<N, NumOutputs>& plan,
@@ -206,6 +206,7 @@ constexpr void hoist_into_groups(const std::array<node_info, N>& table, const st
   for (int k = 0; k < plan.kernel_count; ++k) position[plan.kernels[k]] = k;
   const auto forward = reachable_from(table, outputs[0]);
   const int first_backward = plan.boundary;  // make_plan split the lifetimes
+  bool moved = false;
   for (int k = 1; k < plan.kernel_count; ++k) {
     const int id = plan.kernels[k];
     if (!elementwise(id) || counts[id] == Dim{-1}) continue;
@@ -222,8 +223,9 @@ constexpr void hoist_into_groups(const std::array<node_info, N>& table, const st
     }
     plan.kernels[to] = id;
     position[id] = to;
+    moved = true;
   }
-  split_lifetimes(table, outputs, plan);
+  if (moved) split_lifetimes(table, outputs, plan);  // make_plan's still hold otherwise
 }
 
 /// The retention set of a program whose first output is the forward value and whose
