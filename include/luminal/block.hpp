@@ -268,31 +268,61 @@ class block final : public block_interface<B> {
       forward_.run();
     }
     bind_leaves(backward_, recording, record);
+    // A gradient nothing has reached yet is written by the program in place, not copied.
+    constexpr std::size_t gradient_count = boost::mp11::mp_size<differentiated>::value;
+    std::array<bool, gradient_count> direct{};
+    std::vector<int> direct_slots;  // an input passed twice gets one direct write, then adds
+    backward_.resolve_extents();
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<gradient_count>>([&](auto J) {
+      using W = boost::mp11::mp_at_c<differentiated, J>;
+      using T = typename backward_program::template output_node<J>::value_type;
+      if constexpr (writes_output<backward_program, J>()) {
+        void* target = nullptr;
+        if constexpr (J < input_gradient_count) {
+          int id = record.argument(W::name.view());
+          if (id >= 0 && recording.slot_at(id).requires_grad && std::ranges::find(direct_slots, id) == direct_slots.end()) {
+            target = recording.fresh_cotangent(id);
+            if (target) direct_slots.push_back(id);
+          }
+        } else {
+          target = recording.template fresh_parameter_gradient<T>(parameter_name(W::name.view(), record.prefix),
+                                                                  backward_.template output_shape<J>());
+        }
+        direct[J] = target != nullptr;
+        backward_.template write_output_to<J>(static_cast<T*>(target));
+      }
+    });
     backward_.run();
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<differentiated>::value>>([&](auto J) {
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<gradient_count>>([&](auto J) {
       using W = boost::mp11::mp_at_c<differentiated, J>;
       const auto* incoming = backward_.template output_data<J>();
       if constexpr (J < input_gradient_count) {
         int id = record.argument(W::name.view());
-        if (id >= 0 && recording.slot_at(id).requires_grad) recording.add_to_cotangent(id, incoming);
+        if (direct[J]) recording.cotangent_written(id);
+        else if (id >= 0 && recording.slot_at(id).requires_grad) recording.add_to_cotangent(id, incoming);
       } else {
-        recording.add_to_parameter_gradient(parameter_name(W::name.view(), record.prefix),
-                                            backward_.template output_shape<J>(), incoming);
+        const std::string name = parameter_name(W::name.view(), record.prefix);
+        if (direct[J]) recording.parameter_gradient_written(name);
+        else recording.add_to_parameter_gradient(name, backward_.template output_shape<J>(), incoming);
       }
     });
   }
 
  private:
-  /// Whether the forward program writes kept value K straight into the tape's slot: not
-  /// an input (no kernel writes it), and not a node kept twice (one buffer per node).
-  template <std::size_t K>
-  static constexpr bool written_in_place() {
-    constexpr auto& ids = forward_program::output_ids;
-    if (boost::mp11::mp_at_c<kept, K>::kind == op_kind::input) return false;
+  /// Whether Program computes its output K into a buffer of its own, which
+  /// write_output_to may point elsewhere: not an input (no kernel writes it), and not a
+  /// node that an earlier output already is (one buffer per node).
+  template <class Program, std::size_t K>
+  static constexpr bool writes_output() {
+    constexpr auto& ids = Program::output_ids;
+    if (Program::template output_node<K>::kind == op_kind::input) return false;
     for (std::size_t j = 0; j < K; ++j)
       if (ids[j] == ids[K]) return false;
     return true;
   }
+  /// Whether the forward program writes kept value K straight into the tape's slot.
+  template <std::size_t K>
+  static constexpr bool written_in_place() { return writes_output<forward_program, K>(); }
   /// Points each kept value the program writes in place at its slot (-1: into the arena).
   void write_kept_to(tape<B>& recording, const std::vector<int>& slots) {
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<kept_count>>([&](auto K) {

@@ -1,7 +1,8 @@
 // parameter_store: the runtime home of a model's parameters and optimizer state, by leaf
-// name, in the backend's memory. A training step reads each tensor from its current buffer
-// and writes the updated one into its second buffer, then the two swap: no step copies
-// parameters, and a step that fails leaves the current values as they were. Evaluation
+// name, in the backend's memory. A compiled training step reads each tensor from its
+// current buffer and writes the updated one into a second buffer, then the two swap: no
+// step copies parameters, and a step that fails leaves the current values as they were
+// (the second buffer is allocated when a step first asks for it: next_buffer). Evaluation
 // programs bind the same memory without copying.
 //
 //     auto step = compile_train_step(loss, adam{});
@@ -34,7 +35,10 @@ class parameter_store {
     std::vector<index_t> shape;
     std::size_t bytes = 0;
     void* current = nullptr;  // the values now
-    void* next = nullptr;     // where a training step writes the updated values
+    void* next = nullptr;     // where a training step writes the updated values (next_buffer)
+    /// The values are all zero but `current` is not yet written (zero_lazily): a reader
+    /// of `current` goes through materialized(), a writer of the whole tensor clears it.
+    bool zero_pending = false;
   };
 
   explicit parameter_store(B backend = {}) : backend_(std::move(backend)) {}
@@ -62,14 +66,20 @@ class parameter_store {
     s.bytes = count * dtype_size(dtype);
     s.current = backend_.allocate(s.bytes);
     try {
-      s.next = backend_.allocate(s.bytes);
-      fill_zero(backend_, s.current, s.bytes);  // on the device; `next` is written before it is read
+      fill_zero(backend_, s.current, s.bytes);  // on the device
+      return slots_.emplace(std::string(name), std::move(s)).first->second;
     } catch (...) {
       backend_.deallocate(s.current);
-      backend_.deallocate(s.next);
       throw;
     }
-    return slots_.emplace(std::string(name), std::move(s)).first->second;
+  }
+
+  /// The second buffer of the tensor `name`, allocated on first use, where a training
+  /// step writes its updated values before swap_buffers(); written before it is read.
+  void* next_buffer(std::string_view name) {
+    slot& s = at(name);
+    if (!s.next) s.next = backend_.allocate(s.bytes);
+    return s.next;
   }
 
   /// Removes every tensor and frees its memory.
@@ -103,13 +113,23 @@ class parameter_store {
                         ", but the value given is " + describe(dtype_of<T>(), shape));
     xt::xarray<T, xt::layout_type::row_major> contiguous = value;
     backend_.to_device(s.current, contiguous.data(), s.bytes);
+    s.zero_pending = false;
   }
 
   /// Sets every element of the tensor `name` to zero (on the device: nothing is copied).
   void zero(std::string_view name) {
     slot& s = at(name);
     fill_zero(backend_, s.current, s.bytes);
+    s.zero_pending = false;
   }
+  /// Sets the tensor `name` to zero without writing it yet: its memory is written when it
+  /// is next read through this store (get, to_tensors, bind, materialized), or whole by a
+  /// writer that sees `zero_pending`. Gradients are cleared so after an update: the next
+  /// backward's first contribution is then a write, not an addition to zeros.
+  void zero_lazily(std::string_view name) { at(name).zero_pending = true; }
+  /// The tensor `name`, its `current` memory holding its values (pending zeros written).
+  slot& materialized(std::string_view name) { return materialize(at(name)); }
+  const slot& materialized(std::string_view name) const { return materialize(at(name)); }
 
   /// Adds every tensor of `values` (as add() does: a name already held must have the same
   /// dtype and shape) and copies its values in. Returns the number of tensors.
@@ -128,7 +148,7 @@ class parameter_store {
       throw store_error("luminal: parameter_store tensor '" + std::string(name) + "' holds " +
                         std::string(dtype_name(s.dtype)) + ", not " + std::string(dtype_name<T>()));
     xt::xarray<T> out = xt::xarray<T>::from_shape(std::vector<std::size_t>(s.shape.begin(), s.shape.end()));
-    const_cast<B&>(backend_).to_host(out.data(), s.current, s.bytes);
+    const_cast<B&>(backend_).to_host(out.data(), materialize(s).current, s.bytes);
     return out;
   }
 
@@ -138,7 +158,7 @@ class parameter_store {
     std::vector<std::byte> bytes;
     for (const auto& [name, s] : slots_) {
       bytes.resize(s.bytes);
-      const_cast<B&>(backend_).to_host(bytes.data(), s.current, s.bytes);
+      const_cast<B&>(backend_).to_host(bytes.data(), materialize(s).current, s.bytes);
       out.set_raw(name, s.dtype, s.shape, bytes);
     }
     return out;
@@ -151,11 +171,12 @@ class parameter_store {
     for (const auto& [name, entry] : values) {
       auto it = slots_.find(name);
       if (it == slots_.end()) continue;
-      const slot& s = it->second;
+      slot& s = it->second;
       if (s.dtype != entry.dtype || s.shape != entry.shape)
         throw store_error("luminal: tensor '" + name + "' is " + describe(entry.dtype, entry.shape) +
                           ", but the model's is " + describe(s.dtype, s.shape));
       backend_.to_device(s.current, entry.data.data(), s.bytes);
+      s.zero_pending = false;
       ++copied;
     }
     return copied;
@@ -169,13 +190,19 @@ class parameter_store {
       using L = decltype(leaf);
       auto it = slots_.find(L::name.view());
       if (it == slots_.end()) return;
-      prog.bind_device(L::name.view(), static_cast<const value_t<L>*>(it->second.current), it->second.shape);
+      prog.bind_device(L::name.view(), static_cast<const value_t<L>*>(materialize(it->second).current),
+                       it->second.shape);
     });
   }
 
-  /// Exchanges current and next of every tensor: what a training step wrote becomes current.
+  /// Exchanges current and next of every tensor that has a second buffer: what a training
+  /// step wrote becomes current.
   void swap_buffers() {
-    for (auto& [name, s] : slots_) std::swap(s.current, s.next);
+    for (auto& [name, s] : slots_) {
+      if (!s.next) continue;
+      std::swap(s.current, s.next);
+      s.zero_pending = false;  // the step wrote `next` whole
+    }
   }
 
   auto begin() const { return slots_.begin(); }
@@ -188,6 +215,15 @@ class parameter_store {
   }
 
  private:
+  /// Writes a slot's pending zeros. Logically const: the values do not change.
+  const slot& materialize(const slot& s) const {
+    if (s.zero_pending) {
+      fill_zero(const_cast<B&>(backend_), s.current, s.bytes);
+      const_cast<slot&>(s).zero_pending = false;
+    }
+    return s;
+  }
+  slot& materialize(slot& s) { return const_cast<slot&>(std::as_const(*this).materialize(s)); }
   std::string names_text() const {
     std::string text;
     int shown = 0;

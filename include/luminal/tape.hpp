@@ -297,14 +297,40 @@ class tape {
     copy_or_add(static_cast<T*>(s.cotangent.data), fresh, incoming, s.value.bytes / sizeof(T));
     s.has_cotangent = true;
   }
+  /// Where a backward run may write slot `id`'s cotangent itself, instead of handing it to
+  /// add_to_cotangent: its memory while nothing has reached it, else nullptr. After the
+  /// run, cotangent_written(id) records it (a run that throws leaves it unreached).
+  void* fresh_cotangent(int id) {
+    slot& s = slot_at(id);
+    if (s.has_cotangent) return nullptr;
+    reserve(s.cotangent, s.value.bytes);
+    return s.cotangent.data;
+  }
+  void cotangent_written(int id) { slot_at(id).has_cotangent = true; }
+  /// Where a backward run may write the gradient of parameter `name` itself, instead of
+  /// handing it to add_to_parameter_gradient: the gradient's memory in device_gradients()
+  /// while nothing has reached it since it was cleared, else nullptr (and always on a
+  /// tape over a tensor_store). After the run, parameter_gradient_written(name) records
+  /// it; until then the gradient reads as zero, so a run that throws adds nothing.
+  template <class T>
+  T* fresh_parameter_gradient(const std::string& name, std::span<const index_t> shape) {
+    if (!device_parameters_) return nullptr;
+    const bool held = device_gradients_.contains(name);
+    auto& target = device_gradients_.add(name, dtype_of<T>(), std::vector<index_t>(shape.begin(), shape.end()));
+    if (held && !target.zero_pending) return nullptr;
+    target.zero_pending = true;
+    return static_cast<T*>(target.current);
+  }
+  void parameter_gradient_written(const std::string& name) { device_gradients_.at(name).zero_pending = false; }
   /// Adds `incoming` (backend memory) into the gradient of parameter `name`.
   template <class T>
   void add_to_parameter_gradient(const std::string& name, std::span<const index_t> shape, const T* incoming) {
     const std::size_t count = element_count(shape);
     if (device_parameters_) {
-      const bool fresh = !device_gradients_.contains(name);
+      const bool held = device_gradients_.contains(name);
       auto& target = device_gradients_.add(name, dtype_of<T>(), std::vector<index_t>(shape.begin(), shape.end()));
-      copy_or_add(static_cast<T*>(target.current), fresh, incoming, count);
+      copy_or_add(static_cast<T*>(target.current), !held || target.zero_pending, incoming, count);
+      target.zero_pending = false;
       return;
     }
     if (!gradients_.contains(name)) add_zero_gradient(name, dtype_of<T>(), shape);
@@ -328,7 +354,7 @@ class tape {
     const std::vector<index_t>* shape = nullptr;
     if (device_parameters_) {
       if (device_parameters_->contains(stored_name)) {
-        const auto& s = device_parameters_->at(stored_name);
+        const auto& s = device_parameters_->materialized(stored_name);
         data = s.current, dtype = s.dtype, shape = &s.shape;
       }
     } else if (host_parameters_->contains(stored_name)) {

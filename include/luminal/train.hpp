@@ -112,9 +112,9 @@ class train_step {
       bind_scalar("rng.seed", double(detail::mix(seed ^ detail::mix(std::uint64_t(t))) >> 40));  // exact in f32
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<slot_count>>([&](auto I) {
       using L = boost::mp11::mp_at_c<Slots, I>;
-      auto& s = store_.at(L::name.view());
+      auto& s = store_.materialized(L::name.view());
       program_.bind_device(L::name.view(), static_cast<const value_t<L>*>(s.current), s.shape);
-      program_.template write_output_to<1 + I>(static_cast<value_t<L>*>(s.next));
+      program_.template write_output_to<1 + I>(static_cast<value_t<L>*>(store_.next_buffer(L::name.view())));
     });
     program_.run();
     loss_type loss{};

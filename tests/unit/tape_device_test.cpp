@@ -168,3 +168,76 @@ TEMPLATE_LIST_TEST_CASE("tape over a parameter_store: the store's errors name wh
   tape<TestType> host_store_tape(host_params);
   REQUIRE_THROWS_WITH(host_store_tape.device_gradients(), Catch::Contains("gradients()"));
 }
+
+TEMPLATE_LIST_TEST_CASE("tape over a parameter_store: backward() calls add up, and a step clears the gradients",
+                        "[tape][optimizer]", device_test_backends) {
+  auto x = input<"x", f32>(shape<Batch, width>);
+  auto labels = input<"labels", i32>(shape<Batch>);
+  auto layer = compile_block<"layer", TestType>(wide_layer<"layer">(x), x);
+  auto head = compile_block<"head", TestType>(nn::cross_entropy(nn::Linear<"head", width, 3>{}(x), labels), x);
+  auto data = test::random_array<float>({4, width}, 7);
+  xt::xarray<int> classes = {0, 1, 2, 1};
+  parameter_store<TestType> params;
+  params.add_all(wide_parameters());
+  parameter_optimizer<adamw, f32, TestType> optimizer({.lr = 1e-3f});
+  tape<TestType> t(params);
+  auto& grads = t.device_gradients();
+
+  // The first backward writes each gradient (h.0 is called twice: its second call adds);
+  // the second adds to them.
+  record_step(t, *layer, *head, data, classes);
+  const xt::xarray<float> once = grads.template get<float>("h.1.fc.weight");
+  const xt::xarray<float> twice_called = grads.template get<float>("h.0.fc.weight");
+  REQUIRE(xt::amax(xt::abs(once))() > 0.0f);
+  record_step(t, *layer, *head, data, classes);
+  REQUIRE(bool(grads.template get<float>("h.1.fc.weight") == once * 2.0f));
+  test::require_close(grads.template get<float>("h.0.fc.weight"), xt::xarray<float>(twice_called * 2.0f), 1e-6, 1e-9);
+
+  // A step clears them without writing; they read as zeros.
+  optimizer.step(params, grads);
+  REQUIRE(grads.at("h.1.fc.bias").zero_pending);
+  REQUIRE(xt::amax(xt::abs(grads.template get<float>("h.1.fc.bias")))() == 0.0f);
+  REQUIRE_FALSE(grads.at("h.1.fc.bias").zero_pending);  // get() wrote the zeros
+
+  // The next backward writes over them: its gradients are those of a fresh tape.
+  record_step(t, *layer, *head, data, classes);
+  tape<TestType> fresh(params);
+  record_step(fresh, *layer, *head, data, classes);
+  for (const auto& [name, g] : fresh.device_gradients()) {
+    INFO("gradient " << name);
+    REQUIRE(bool(grads.template get<float>(name) == fresh.device_gradients().template get<float>(name)));
+  }
+
+  // A parameter whose gradient nothing reached since the last step is left as it is, as
+  // torch skips a parameter whose .grad is None.
+  optimizer.step(params, grads);
+  const xt::xarray<float> h1_before = params.template get<float>("h.1.fc.weight");
+  const xt::xarray<float> h0_before = params.template get<float>("h.0.fc.weight");
+  t.clear();
+  auto h = t.call(*layer, "h.0", {{"x", t.constant(data)}});
+  t.backward(t.call(*head, "", {{"x", h}, {"labels", t.constant(classes)}}));
+  optimizer.step(params, grads);
+  REQUIRE(bool(params.template get<float>("h.1.fc.weight") == h1_before));
+  REQUIRE_FALSE(bool(params.template get<float>("h.0.fc.weight") == h0_before));
+}
+
+TEMPLATE_LIST_TEST_CASE("parameter_store: lazily zeroed tensors read as zeros, and a second buffer exists once asked for",
+                        "[tape]", device_test_backends) {
+  parameter_store<TestType> store;
+  store.add("w", dtype_tag::f32, {2, 3});
+  store.set("w", xt::xarray<float>{{1, 2, 3}, {4, 5, 6}});
+  REQUIRE(store.at("w").next == nullptr);
+  store.zero_lazily("w");
+  REQUIRE(bool(store.to_tensors().template get<float>("w") == xt::zeros<float>({2, 3})));
+  store.set("w", xt::xarray<float>{{1, 2, 3}, {4, 5, 6}});
+  store.zero_lazily("w");
+  store.set("w", xt::xarray<float>{{7, 8, 9}, {1, 2, 3}});  // a whole write ends the pending zeros
+  REQUIRE(bool(store.template get<float>("w") == xt::xarray<float>{{7, 8, 9}, {1, 2, 3}}));
+  store.swap_buffers();  // no second buffer yet: nothing to swap
+  REQUIRE(bool(store.template get<float>("w") == xt::xarray<float>{{7, 8, 9}, {1, 2, 3}}));
+  void* next = store.next_buffer("w");
+  REQUIRE(next != nullptr);
+  REQUIRE(store.next_buffer("w") == next);
+  store.swap_buffers();
+  REQUIRE(store.at("w").current == next);
+}

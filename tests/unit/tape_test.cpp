@@ -67,6 +67,20 @@ TEST_CASE("tape: a loop whose trip count depends on computed values matches fini
   }
 }
 
+TEST_CASE("tape: a value passed as two inputs of one call gets the sum of both gradients", "[tape]") {
+  // The backward writes a cotangent nothing has reached in place: the second input's
+  // gradient must then add to it, not write over it.
+  auto x = input<"x", f64>(shape<3>);
+  auto y = input<"y", f64>(shape<3>);
+  auto cubed = compile_block<"">(sum(x * y * y), x, y);
+  tensor_store params;
+  tape<> t(params);
+  xt::xarray<double> a = {1.0, -2.0, 0.5};
+  auto v = t.variable(a);
+  t.backward(t.call(*cubed, "", {{"x", v}, {"y", v}}));
+  REQUIRE(xt::allclose(t.gradient<double>(v), 3.0 * a * a));  // y^2 + 2 x y
+}
+
 TEST_CASE("tape: a block keeps what its backward recomputes maps from, not the maps", "[tape]") {
   // The backward of y = proj(gelu(fc(x))) reads gelu(h) and gelu'(h), both maps of fc's
   // matmul: the block keeps that matmul's output besides y, and nothing of the GELU.

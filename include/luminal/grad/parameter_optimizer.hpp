@@ -11,11 +11,11 @@
 //     save_safetensors(opt.checkpoint(params), "model.safetensors");
 //
 // Over a parameter_store (a tape built on one: tape.hpp), the parameters, gradients and
-// optimizer state stay in the backend's memory: each update writes the parameter's and
-// its state's second buffers, which then swap, and only the gradients' norms (one scalar
-// per tensor) come to the host.
+// optimizer state stay in the backend's memory: each update writes the parameter and its
+// state over their current values (one loop reads them and writes their updates), and
+// only the gradients' norms (one scalar per tensor) come to the host.
 //
-//     opt.step(device_params, t.device_gradients()); // zeroes the gradients on the device
+//     opt.step(device_params, t.device_gradients()); // then clears the gradients
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -45,6 +45,27 @@ class parameter_optimizer {
   using update_program = decltype(make_program(B{}));
   using norm_program = program<B, retention_policy::store_all, decltype(sum(flat_gradient{} * flat_gradient{}))>;
   using state_leaves = typename Opt::template states<flat_parameter>;
+
+  /// Whether no kernel of the update reads a parameter or a state after the kernel that
+  /// computes its update: then the device step may write each update over the tensor it
+  /// replaces. (Every kernel reads an element's inputs at that element's index, the graph
+  /// being elementwise over one flat axis, so the writer's own read comes first.)
+  static constexpr bool updates_in_place = [] {
+    using nodes = typename update_program::nodes;
+    constexpr auto& plan = update_program::plan;
+    bool safe = true;
+    auto check = [&](auto leaf, int output) {
+      constexpr std::size_t id = boost::mp11::mp_find<nodes, decltype(leaf)>::value;
+      if constexpr (id < boost::mp11::mp_size<nodes>::value)
+        safe = safe && std::max(plan.forward_last_use[id], plan.backward_last_use[id]) <= plan.kernel_of[output];
+    };
+    check(flat_parameter{}, update_program::output_ids[0]);
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<state_leaves>::value>>(
+        [&](auto I) { check(boost::mp11::mp_at_c<state_leaves, I>{}, update_program::output_ids[1 + I]); });
+    return safe;
+  }();
+  static_assert(updates_in_place, "luminal: parameter_optimizer: this optimizer's update reads a tensor after "
+                                  "writing its new value, so the device step cannot update in place");
 
  public:
   explicit parameter_optimizer(Opt options = {}, B backend = {})
@@ -93,11 +114,14 @@ class parameter_optimizer {
 
   /// The same update for parameters and gradients in the backend's memory (a tape over a
   /// parameter_store): nothing but one norm scalar per gradient crosses to the host. The
-  /// gradients are zeroed afterwards, on the device, and kept for the next backward().
+  /// gradients are cleared afterwards and kept for the next backward(), which writes over
+  /// them (parameter_store::zero_lazily): they read as zeros until then, and a parameter
+  /// whose gradient the next backward() does not reach is not updated by the next step.
   double step(parameter_store<B>& parameters, parameter_store<B>& gradients) {
     double squared = 0;
     for (const auto& [name, g] : gradients) {
       require_matching(parameters, name, g);
+      if (g.zero_pending) continue;  // adds nothing
       const index_t count = index_t(g.bytes / sizeof(T));
       norm_program_.bind_device(flat_gradient::name.view(), static_cast<const T*>(g.current),
                                 std::span<const index_t>(&count, 1));
@@ -109,30 +133,29 @@ class parameter_optimizer {
     const double norm = std::sqrt(squared);
     const std::int64_t t = bind_hyperparameters(norm);
     for (const auto& [name, g] : gradients) {
-      auto& p = parameters.at(name);
+      // Nothing reached this gradient since the last step: the parameter is left as it is,
+      // as torch's optimizers skip a parameter whose .grad is None (and as the step over a
+      // tensor_store, whose gradients hold only what backward() reached).
+      if (g.zero_pending) continue;
+      auto& p = parameters.materialized(name);
       const index_t count = index_t(p.bytes / sizeof(T));
       const std::span<const index_t> flat(&count, 1);
       program_.bind_device(flat_parameter::name.view(), static_cast<const T*>(p.current), flat);
       program_.bind_device(flat_gradient::name.view(), static_cast<const T*>(g.current), flat);
-      program_.template write_output_to<0>(static_cast<T*>(p.next));
+      program_.template write_output_to<0>(static_cast<T*>(p.current));
       boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<state_leaves>::value>>([&](auto I) {
         using L = boost::mp11::mp_at_c<state_leaves, I>;
         auto& state = device_state_of<L>(name, p);
         program_.bind_device(L::name.view(), static_cast<const T*>(state.current), flat);
-        program_.template write_output_to<1 + I>(static_cast<T*>(state.next));
+        program_.template write_output_to<1 + I>(static_cast<T*>(state.current));
       });
       program_.run();
-      std::swap(p.current, p.next);
-      boost::mp11::mp_for_each<state_leaves>([&](auto leaf) {
-        auto& state = device_state_.at(state_name<decltype(leaf)>(name));
-        std::swap(state.current, state.next);
-      });
     }
     // The program's outputs go back to its arena: a later step over a tensor_store reads them there.
     program_.template write_output_to<0>(nullptr);
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<state_leaves>::value>>(
         [&](auto I) { program_.template write_output_to<1 + I>(nullptr); });
-    for (const auto& [name, g] : gradients) gradients.zero(name);
+    for (const auto& [name, g] : gradients) gradients.zero_lazily(name);
     step_ = t;
     return norm;
   }
