@@ -21,6 +21,7 @@ struct kernel_loop {
   int permute = -1;           // elementwise: a permute whose input the nest runs over, or -1
   bool flat = false;          // elementwise: one flat loop
   int row = 0;                // elementwise: the inner loop's axis
+  bool wide = false;          // elementwise: applies a float function, compiled for the widest vectors
   bool per_output = false;    // reduction: a loop over the reduced axis per output
   int reduce_axis = 0;
 };
@@ -42,6 +43,9 @@ consteval kernel_loop kernel_loop_of() {
     loop.permute = where::permute;
     if constexpr (where::permute < 0) loop.flat = eval::template is_flat<it, it == root>();
     loop.row = int(row_axis(typename eval::template node_t<where::loop>::static_extents{}));
+#ifdef LUMINAL_WIDE_VECTORS
+    loop.wide = elementwise_kernel<P, root>::arithmetic_bound;
+#endif
   }
   return loop;
 }
@@ -143,6 +147,7 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
       if (loop.split) out += " (the axes a reshape under it splits)";
       else if (it != root) out += " (the reshape's input)";
     }
+    if (loop.wide) out += "; bound by a float function's arithmetic: 512-bit vectors where the CPU has them";
     const int group_end = kernel_groups<Layout>::end[K];
     if (group_end > int(K) + 1)
       out += "; one loop with kernels " + std::to_string(K + 1) + " to " + std::to_string(group_end - 1);

@@ -58,17 +58,17 @@ using index_t = std::int64_t;
 #define LUMINAL_HD
 #endif
 #define LUMINAL_INLINE LUMINAL_HD inline
-/// On a view's coordinate map (to_child, from_child, inside): always inlined into the
-/// kernel, whose loop the compiler can then strength-reduce. Left to GCC's inliner, a large
-/// kernel (several paths through one expression) can exhaust its budget and call the map
-/// once per element.
+/// Always inlined. On a view's coordinate map (to_child, from_child, inside), so that the
+/// kernel's loop can be strength-reduced: left to GCC's inliner, a large kernel (several
+/// paths through one expression) can exhaust its budget and call the map once per element.
 #if defined(__CUDACC__)
-#define LUMINAL_COORDINATE_MAP __host__ __device__ __forceinline__
+#define LUMINAL_ALWAYS_INLINE __host__ __device__ __forceinline__
 #elif defined(__GNUC__)
-#define LUMINAL_COORDINATE_MAP [[gnu::always_inline]] inline
+#define LUMINAL_ALWAYS_INLINE [[gnu::always_inline]] inline
 #else
-#define LUMINAL_COORDINATE_MAP inline
+#define LUMINAL_ALWAYS_INLINE inline
 #endif
+#define LUMINAL_COORDINATE_MAP LUMINAL_ALWAYS_INLINE
 /// On the pointer a kernel writes through: its stores change none of the values the kernel
 /// reads (inputs, broadcast scalars, the buffer table), so loads stay out of the loop and
 /// the loop vectorizes.

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "eval.hpp"
+#include "ops/map.hpp"
 #include "ops/vector_math.hpp"
 namespace luminal {
 
@@ -139,7 +140,33 @@ LUMINAL_INLINE void for_each_row(index_t begin, index_t end, const extents<R>& d
     }
   }
 }
+
+/// Whether evaluating node Id of flat program P as a kernel does (inline down to stored
+/// nodes; Root: Id itself is computed, not loaded) applies a map of arithmetic_bound_cost
+/// or more. A variable template: each node is looked at once, however many parents share it.
+template <class P, int Id, bool Root>
+inline constexpr bool applies_costly_map = [] {
+  using N = typename evaluator<P>::template node_t<Id>;
+  if constexpr (!Root && N::stored) {
+    return false;
+  } else {
+    bool costly = false;
+    if constexpr (N::kind == op_kind::map) costly = N::op::functor::cost >= arithmetic_bound_cost;
+    return [&]<int... C>(std::integer_sequence<int, C...>) {
+      return (costly || ... || applies_costly_map<P, C, false>);
+    }(typename N::children{});
+  }
+}();
 }  // namespace detail
+
+// GCC's -march=native on AVX-512 CPUs still vectorizes with 256-bit registers
+// (prefer-vector-width=256): most loops move memory, where wider registers gain nothing,
+// and loops over short rows lose to masked tails (the CNN's, measured). A loop that
+// applies exp2, log2 or erf is bound by its arithmetic instead, and 512-bit registers
+// halve its instructions: such kernels alone are compiled to prefer them.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
+#define LUMINAL_WIDE_VECTORS 1
+#endif
 
 /// A fused elementwise kernel: writes node Id of flat program P over flat indices
 /// [begin, end). Flat kernels run one loop; others a loop nest over the coordinates of the
@@ -172,6 +199,8 @@ struct elementwise_kernel {
   /// interval lies further in (or that has none, as where concat's operands meet) is
   /// tested element by element.
   static constexpr index_t edge_limit = 4;
+  /// The loop applies a float function (exp2, erf...): see LUMINAL_WIDE_VECTORS.
+  static constexpr bool arithmetic_bound = detail::applies_costly_map<P, it, root>;
   kernel_context ctx;
   T* out;
 
@@ -240,6 +269,23 @@ struct elementwise_kernel {
   }
 
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
+#ifdef LUMINAL_WIDE_VECTORS
+    if constexpr (arithmetic_bound) {
+      run_wide(begin, end);
+      return;
+    }
+#endif
+    run(begin, end);
+  }
+
+ private:
+#ifdef LUMINAL_WIDE_VECTORS
+  // Not inlined into its caller, which is compiled for the default width.
+  [[gnu::noinline, gnu::target("prefer-vector-width=512")]] void run_wide(index_t begin, index_t end) const {
+    run(begin, end);
+  }
+#endif
+  LUMINAL_ALWAYS_INLINE void run(index_t begin, index_t end) const {
     if constexpr (where::permute < 0 && eval::template is_flat<it, root>()) {
       T* LUMINAL_RESTRICT o = out;
       for (index_t i = begin; i < end; ++i) o[i] = eval::template at_flat<it, root>(ctx, i);
@@ -342,7 +388,35 @@ struct reduce_kernel {
         acc = combine(acc, eval::template at<child>(ctx, c));
       }
       return acc;
-    } else {
+    }
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+    else if constexpr (requires { requires F::vector_combine; }) {
+      // On the CPU, the child's values along the reduced axis go first into a chunk on the
+      // stack, in a loop of the elementwise kernels' form that vectorizes (evaluated per
+      // lane, their index arithmetic did not); the chunk is then combined in `lanes`
+      // partial results, lane l taking the elements k = l mod lanes as below, padded with
+      // the identity: the same additions in the same order, so the same result.
+      constexpr index_t chunk = 32 * lanes;
+      alignas(64) T values[chunk];
+      T acc[lanes];
+      for (int l = 0; l < lanes; ++l) acc[l] = identity();
+      for (index_t start = 0; start < extent; start += chunk) {
+        const index_t n = extent - start < chunk ? extent - start : chunk;
+        extents<rank> at = c;
+        for (index_t j = 0; j < n; ++j) {
+          at[axis] = start + j;
+          values[j] = eval::template at<child>(ctx, at);
+        }
+        const index_t padded = (n + lanes - 1) / lanes * lanes;
+        for (index_t j = n; j < padded; ++j) values[j] = identity();
+        for (index_t block = 0; block < padded; block += lanes)
+          for (int l = 0; l < lanes; ++l) acc[l] = combine(acc[l], values[block + l]);
+      }
+      for (int l = 1; l < lanes; ++l) acc[0] = combine(acc[0], acc[l]);
+      return acc[0];
+    }
+#endif
+    else {
       // Blocks of `lanes` elements, lane l taking the elements k = l mod lanes: the block
       // is a loop of fixed length over consecutive elements, which vectorizes. The last
       // block reads its last element again past the end and combines the identity there

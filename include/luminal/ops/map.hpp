@@ -47,6 +47,9 @@ struct float_function : same_type_result {
   static constexpr int cost = 4;
   static constexpr bool floating_only = true, takes_bool = false;
 };
+/// A loop that applies a map of at least this cost (a float_function) is bound by its
+/// arithmetic rather than by the memory it moves (loop_kernels.hpp widens its vectors).
+inline constexpr int arithmetic_bound_cost = float_function::cost;
 
 namespace detail {
 template <class F, class T>
