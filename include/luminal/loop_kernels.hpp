@@ -390,12 +390,13 @@ struct reduce_kernel {
       return acc;
     }
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-    else if constexpr (requires { requires F::vector_combine; }) {
+    else {
       // On the CPU, the child's values along the reduced axis go first into a chunk on the
       // stack, in a loop of the elementwise kernels' form that vectorizes (evaluated per
       // lane, their index arithmetic did not); the chunk is then combined in `lanes`
-      // partial results, lane l taking the elements k = l mod lanes as below, padded with
-      // the identity: the same additions in the same order, so the same result.
+      // partial results, lane l taking the elements k = l mod lanes as the GPU's loop below
+      // does, padded with the identity: the same combinations in the same order, so the
+      // same result.
       constexpr index_t chunk = 32 * lanes;
       alignas(64) T values[chunk];
       T acc[lanes];
@@ -409,13 +410,19 @@ struct reduce_kernel {
         }
         const index_t padded = (n + lanes - 1) / lanes * lanes;
         for (index_t j = n; j < padded; ++j) values[j] = identity();
-        for (index_t block = 0; block < padded; block += lanes)
+        for (index_t block = 0; block < padded; block += lanes) {
+          // Kept a loop, so that the loop vectorizer takes it: unrolled first, it is left
+          // to the straight-line vectorizer, which gives up on a max's blends of bits.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 1
+#endif
           for (int l = 0; l < lanes; ++l) acc[l] = combine(acc[l], values[block + l]);
+        }
       }
       for (int l = 1; l < lanes; ++l) acc[0] = combine(acc[0], acc[l]);
       return acc[0];
     }
-#endif
+#else
     else {
       // Blocks of `lanes` elements, lane l taking the elements k = l mod lanes: the block
       // is a loop of fixed length over consecutive elements, which vectorizes. The last
@@ -433,6 +440,7 @@ struct reduce_kernel {
       for (int l = 1; l < lanes; ++l) acc[0] = combine(acc[0], acc[l]);
       return acc[0];
     }
+#endif
   }
   LUMINAL_HD static T identity() { return F::template identity<T>(); }
   LUMINAL_HD static T combine(T acc, T x) { return F::combine(acc, x); }

@@ -12,10 +12,6 @@ namespace luminal {
 namespace fn {
 struct SumReduce {
   static constexpr std::string_view name = "sum";
-  /// combine() is one vector addition across a reduction's partial results, so staging
-  /// the operand in a chunk first pays (reduce_kernel); a max's NaN-aware choice stays
-  /// scalar across them, and its reduction evaluates the operand per partial result.
-  static constexpr bool vector_combine = true;
   template <class T> LUMINAL_HD static T identity() { return T(0); }
   template <class T> LUMINAL_HD static T combine(T acc, T x) { return acc + x; }
 };
