@@ -17,10 +17,14 @@ struct chunk_body_archetype {
 
 /// What the planner needs from a backend.
 ///  - allocate / deallocate: device memory (the arena, owned inputs, tables);
-///  - to_device / to_host: copies at the program's edges;
+///  - to_device / to_host: copies at the program's edges; to_host returns with the data,
+///    to_device once its source may be reused;
 ///  - device_copy: a copy within the backend's memory (a tape moving a program's output
-///    into its own buffers), complete when it returns, like the two above;
-///  - parallel_for(n, f): runs f over chunks covering [0, n), returns when done;
+///    into its own buffers);
+///  - parallel_for(n, f): runs f over chunks covering [0, n);
+///  - a backend may queue copies and loops rather than finish them before returning (the
+///    GPU does), but every later copy, loop and GEMM through any object of the backend sees
+///    their results (issue order is run order), and to_host waits for what came before;
 ///  - gemm: row-major C = op(A) op(B) (alpha 1, beta 0) for f32 and f64;
 ///  - host_accessible: whether the host may read device pointers directly (zero-copy).
 template <class B>

@@ -29,7 +29,8 @@ struct add_into_body {
 
 namespace detail {
 /// Waits for work a backend launched without waiting (CUDA's parallel_for); host and
-/// Kokkos loops return when done.
+/// Kokkos loops return when done. Only timing needs it: a backend runs its launches and
+/// copies in the order they were issued, and its copies to the host wait for them.
 template <class B>
 void wait_for(B& backend) {
   if constexpr (requires { backend.synchronize(); }) backend.synchronize();
@@ -42,14 +43,12 @@ template <class B>
 void fill_zero(B& backend, void* data, std::size_t bytes) {
   if (bytes % 4 == 0) backend.parallel_for(index_t(bytes / 4), fill_zero_body<std::uint32_t>{static_cast<std::uint32_t*>(data)});
   else backend.parallel_for(index_t(bytes), fill_zero_body<unsigned char>{static_cast<unsigned char*>(data)});
-  detail::wait_for(backend);
 }
 
 /// sum[i] += addend[i] for `count` elements of backend memory, on the backend.
 template <class B, class T>
 void add_into(B& backend, T* sum, const T* addend, std::size_t count) {
   backend.parallel_for(index_t(count), add_into_body<T>{sum, addend});
-  detail::wait_for(backend);
 }
 
 /// Runs kernels of one program; host-side tables give extents and buffer addresses.

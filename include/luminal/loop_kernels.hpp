@@ -413,7 +413,7 @@ struct reduce_kernel {
         for (index_t block = 0; block < padded; block += lanes) {
           // Kept a loop, so that the loop vectorizer takes it: unrolled first, it is left
           // to the straight-line vectorizer, which gives up on a max's blends of bits.
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)  // nvcc warns of it
 #pragma GCC unroll 1
 #endif
           for (int l = 0; l < lanes; ++l) acc[l] = combine(acc[l], values[block + l]);

@@ -50,6 +50,13 @@ class program {
       if (info.kind == op_kind::exchange) return true;
     return false;
   }();
+  /// Whether the program holds gathers, whose out-of-range indices run() reports: only
+  /// such a run reads a flag back from the device, and so waits for its kernels.
+  static constexpr bool checks_indices = [] {
+    for (const auto& info : layout::table)
+      if (info.kind == op_kind::gather) return true;
+    return false;
+  }();
 
   explicit program(B backend = {}) : backend_(std::move(backend)) {
     dims_.assign(node_count * max_rank, 0);
@@ -124,7 +131,8 @@ class program {
   /// time that the kernels between an exchange's start and its use did not hide.
   double exchange_wait_seconds() const { return exchange_.waited_seconds; }
 
-  /// Runs every kernel. Throws input_error for missing or inconsistent inputs.
+  /// Runs every kernel. Throws input_error for missing or inconsistent inputs. On a GPU it
+  /// queues them and returns (reading an output waits), unless the program gathers.
   void run() {
     if constexpr (exchanges) {
       if (!exchange_.comm)
@@ -133,16 +141,21 @@ class program {
       exchange_.in_flight.assign(exchange_.in_flight.size(), false);  // a run that threw left none pending
       exchange_.pending = 0;
     }
-    resolve_symbols();
-    compute_dims();
+    resolve_extents();
     if (!planned_ || dims_ != planned_dims_) replan();
     for (std::size_t i = 0; i < leaf_count; ++i)
       buffers_[std::size_t(leaf_table[i].node)] = const_cast<void*>(bindings_[i].data);
     for (int id : output_ids)
       if (external_[id]) buffers_[id] = external_[id];
-    backend_.to_device(buffers_device_, buffers_.data(), node_count * sizeof(void*));
-    int no_error = 0;
-    backend_.to_device(error_device_, &no_error, sizeof(int));
+    if (!table_uploaded_ || buffers_ != uploaded_buffers_) {  // a training step alternates two tables
+      backend_.to_device(buffers_device_, buffers_.data(), node_count * sizeof(void*));
+      uploaded_buffers_ = buffers_;
+      table_uploaded_ = true;
+    }
+    if constexpr (checks_indices) {
+      int no_error = 0;
+      backend_.to_device(error_device_, &no_error, sizeof(int));
+    }
     kernel_context ctx{buffers_device_, dims_device_, error_device_};
     kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data(), &exchange_};
     auto launch_all = [&] {
@@ -163,10 +176,12 @@ class program {
       launch_all();
     }
     profiled_runs_ += profiling_;
-    int error = 0;
-    backend_.to_host(&error, error_device_, sizeof(int));
     ran_ = true;
-    if (error) throw run_error("luminal: a gather index was outside the table's first axis");
+    if constexpr (checks_indices) {
+      int error = 0;
+      backend_.to_host(&error, error_device_, sizeof(int));
+      if (error) throw run_error("luminal: a gather index was outside the table's first axis");
+    }
   }
 
   // ---- outputs ------------------------------------------------------------------------
@@ -222,8 +237,10 @@ class program {
   /// does the same first), so that output_shape() is valid before the run: a tape sizes
   /// the memory it then hands to write_output_to(). Throws input_error as run() would.
   void resolve_extents() {
+    if (extents_current_) return;  // nothing was bound since they were worked out
     resolve_symbols();
     compute_dims();
+    extents_current_ = true;
   }
 
   /// Runtime extents of output I after run() or resolve_extents().
@@ -341,6 +358,7 @@ class program {
       b.data = data;
     }
     b.bound = true;
+    extents_current_ = false;
   }
 
   void resolve_symbols() { detail::resolve_symbols(leaf_table, bindings_, symbols_); }
@@ -435,6 +453,8 @@ class program {
     std::swap(buffers_, other.buffers_);
     std::swap(external_, other.external_);
     std::swap(buffers_device_, other.buffers_device_);
+    std::swap(uploaded_buffers_, other.uploaded_buffers_);
+    std::swap(table_uploaded_, other.table_uploaded_);
     std::swap(dims_device_, other.dims_device_);
     std::swap(error_device_, other.error_device_);
     std::swap(arena_, other.arena_);
@@ -442,6 +462,7 @@ class program {
     std::swap(arena_bytes_, other.arena_bytes_);
     std::swap(unshared_bytes_, other.unshared_bytes_);
     std::swap(symbols_, other.symbols_);
+    std::swap(extents_current_, other.extents_current_);
     std::swap(planned_, other.planned_);
     std::swap(ran_, other.ran_);
     std::swap(profiling_, other.profiling_);
@@ -465,11 +486,14 @@ class program {
   std::array<void*, node_count> buffers_{};
   std::array<void*, node_count> external_{};  // outputs written to the caller's memory
   void** buffers_device_ = nullptr;
+  std::array<void*, node_count> uploaded_buffers_{};  // what buffers_device_ holds
+  bool table_uploaded_ = false;
   index_t* dims_device_ = nullptr;
   int* error_device_ = nullptr;
   void* arena_ = nullptr;
   std::size_t arena_capacity_ = 0, arena_bytes_ = 0, unshared_bytes_ = 0;
   symbol_values symbols_{};
+  bool extents_current_ = false;  // dims_ follow from the inputs bound now
   bool planned_ = false, ran_ = false, profiling_ = false;
   std::vector<double> kernel_seconds_;
   std::size_t profiled_runs_ = 0;

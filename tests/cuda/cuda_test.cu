@@ -1,8 +1,10 @@
 // GPU-only tests of the CUDA backend ([cuda]): results against the host backend for the
 // paths only the GPU takes (block-level reductions, strided-batched cuBLAS, CUDA Graph
-// replay). A compiled training step is train_step_cuda_test.cu. Run by
+// replay, work queued without waiting). A compiled training step is train_step_cuda_test.cu. Run by
 // luminal_cuda_tests, which skips (exit 77) without a GPU.
 #include "test_support.hpp"
+
+#include <luminal/parameter_store.hpp>
 
 using namespace luminal;
 
@@ -12,27 +14,50 @@ constexpr Dim Batch{"Batch"};
 using test::require_throws_with;
 }  // namespace
 
-TEST_CASE("cuda: long reductions run a block per output and match the host", "[cuda]") {
-  // 3 rows of 100000: far above block_reduce_from, so the shared-memory tree is used.
+TEST_CASE("cuda: long reductions run a block per output or per part and match the host", "[cuda]") {
+  // 3 rows of 100000 and one sum of all 300000: few outputs over long axes, split into
+  // parts of a block each, then combined. 7 rows of 300 and 1000 rows of 4096: a block
+  // per output. Columns of 7: a thread per output.
   auto x = input<"x", f64>(shape<3, 100000>);
   auto y = input<"y", f32>(shape<Batch, 300>);
-  auto on_gpu = compile<cuda>(sum<1>(x), max<1>(x), sum<0>(y), max<1>(y));
-  auto on_host = compile<host>(sum<1>(x), max<1>(x), sum<0>(y), max<1>(y));
+  auto z = input<"z", f32>(shape<1000, 4096>);
+  auto on_gpu = compile<cuda>(sum<1>(x), max<1>(x), sum(x), sum<0>(y), max<1>(y), sum<1>(z), max(z));
+  auto on_host = compile<host>(sum<1>(x), max<1>(x), sum(x), sum<0>(y), max<1>(y), sum<1>(z), max(z));
   auto xv = test::random_array<double>({3, 100000}, 1);
   auto yv = test::random_array<float>({7, 300}, 2);
-  yv(4, 123) = std::numeric_limits<float>::quiet_NaN();  // max propagates NaN in any order
+  auto zv = test::random_array<float>({1000, 4096}, 3);
+  xv(1, 77777) = std::numeric_limits<double>::quiet_NaN();  // max propagates NaN in any order,
+  yv(4, 123) = std::numeric_limits<float>::quiet_NaN();     // through the parts too
   on_gpu.bind("x", xv);
   on_gpu.bind("y", yv);
+  on_gpu.bind("z", zv);
   on_host.bind("x", xv);
   on_host.bind("y", yv);
+  on_host.bind("z", zv);
   on_gpu.run();
   on_host.run();
-  test::require_close(on_gpu.output<0>(), on_host.output<0>(), 1e-12, 1e-9);
-  test::require_close(on_gpu.output<1>(), on_host.output<1>(), 0, 0);
-  test::require_close(on_gpu.output<2>(), on_host.output<2>(), 1e-5, 1e-5);
-  auto row_max = on_gpu.output<3>();
+  auto row_sums = on_gpu.output<0>(), row_maxima = on_gpu.output<1>();
+  REQUIRE(std::isnan(row_sums(1)));
+  REQUIRE(std::isnan(row_maxima(1)));
+  for (std::size_t r : {0u, 2u}) {
+    REQUIRE(std::abs(row_sums(r) - on_host.output<0>()(r)) <= 1e-9 * (1 + std::abs(row_sums(r))));
+    REQUIRE(row_maxima(r) == on_host.output<1>()(r));
+  }
+  REQUIRE(std::isnan(on_gpu.output<2>()()));
+  test::require_close(on_gpu.output<3>(), on_host.output<3>(), 1e-5, 1e-5);
+  auto row_max = on_gpu.output<4>();
   REQUIRE(std::isnan(row_max(4)));
-  test::require_close(row_max, on_host.output<3>(), 0, 0);
+  test::require_close(row_max, on_host.output<4>(), 0, 0);
+  test::require_close(on_gpu.output<5>(), on_host.output<5>(), 1e-4, 1e-5);
+  test::require_close(on_gpu.output<6>(), on_host.output<6>(), 0, 0);
+  // Without the NaN, the sum of all 300000 through 100-odd parts.
+  xv(1, 77777) = 0.5;
+  on_gpu.bind("x", xv);
+  on_host.bind("x", xv);
+  on_gpu.run();
+  on_host.run();
+  const double total = on_gpu.output<2>()(), expected = on_host.output<2>()();
+  REQUIRE(std::abs(total - expected) <= 1e-9 * (1 + std::abs(expected)));
 }
 
 TEST_CASE("cuda: batched matmuls (strided and broadcast) match the host", "[cuda]") {
@@ -95,4 +120,38 @@ TEST_CASE("cuda: host memory cannot be bound without a copy", "[cuda]") {
   std::vector<float> data{1, 2, 3, 4};
   require_throws_with([&] { prog.bind_view("x", data.data(), {4}); }, "needs bind()");
   require_throws_with([&] { prog.run(); }, "was not bound");
+}
+
+TEST_CASE("cuda: programs queue on the device's one stream and read each other's results without waiting",
+          "[cuda]") {
+  // Two programs with backend objects of their own, the first writing into a
+  // parameter_store's memory and the second reading it: neither run waits for the GPU,
+  // so only the shared stream orders them. Two destinations alternate, so the first
+  // program's table of addresses changes at every run.
+  auto x = input<"x", f32>(shape<256, 256>);
+  auto w = input<"w", f32>(shape<256, 256>);
+  auto h = input<"h", f32>(shape<256, 256>);
+  auto produce = compile<cuda>(tanh(matmul(x, w)));
+  auto consume = compile<cuda>(sum<1>(h * 2.0_c));
+  auto reference = compile<host>(sum<1>(tanh(matmul(x, w)) * 2.0_c));
+  cuda first = produce.backend(), second = consume.backend();  // copies share their state
+  REQUIRE(first.stream() == second.stream());
+  parameter_store<cuda> store;
+  store.add("a", dtype_tag::f32, {256, 256});
+  store.add("b", dtype_tag::f32, {256, 256});
+  const auto wv = test::random_array<float>({256, 256}, 12);
+  produce.bind("w", wv);
+  reference.bind("w", wv);
+  for (int i = 0; i < 4; ++i) {
+    const auto xv = test::random_array<float>({256, 256}, 13 + i);
+    float* target = static_cast<float*>(store.at(i % 2 ? "b" : "a").current);
+    produce.bind("x", xv);
+    produce.write_output_to<0>(target);
+    produce.run();
+    consume.bind_device("h", target, std::vector<index_t>{256, 256});
+    consume.run();
+    reference.bind("x", xv);
+    reference.run();
+    test::require_close(consume.output<0>(), reference.output<0>(), 1e-4, 1e-4);
+  }
 }

@@ -93,6 +93,27 @@ TEMPLATE_LIST_TEST_CASE("a gather index out of range makes run() throw", "[progr
   require_throws_with([&] { prog.run(); }, "gather index was outside");
 }
 
+TEST_CASE("only a program that gathers reads an error flag back after its kernels", "[program][errors]") {
+  // On a GPU that read is the one wait of a run: other programs only queue their kernels.
+  auto table = param<"table", f32>(shape<4, 2>);
+  auto ids = input<"ids", i32>(shape<Batch>);
+  STATIC_REQUIRE(decltype(compile(gather(table, ids) * 2.0_c))::checks_indices);
+  STATIC_REQUIRE_FALSE(decltype(compile(table * 2.0_c, sum(table)))::checks_indices);
+}
+
+TEST_CASE("a run reads the memory bound last, when it changes and when it changes back", "[program]") {
+  // run() uploads its table of buffer addresses only when an address changed.
+  auto x = input<"x", f32>(shape<3>);
+  auto prog = compile(x * 2.0_c);
+  const std::vector<float> a{1, 2, 3}, b{4, 5, 6};
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<float>& v = i % 2 ? b : a;
+    prog.bind_view("x", v.data(), {3});
+    prog.run();
+    REQUIRE(bool(prog.output<0>() == xt::xarray<float>{2 * v[0], 2 * v[1], 2 * v[2]}));
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("symbolic extents are resolved at each run", "[program]", test_backends) {
   auto x = input<"x", f32>(shape<Batch, Seq, 4>);
   auto flat = reshape(x, shape<Batch * Seq, 4>);

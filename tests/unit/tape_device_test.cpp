@@ -3,7 +3,7 @@
 // parameter across (PCIe on a GPU), and the numbers are those of the tape over a host
 // tensor_store. Without a GPU the device is simulated: host memory behind a backend that
 // declares it unreadable (so every path a GPU takes runs) and counts what is copied.
-// luminal_cuda_tests runs the same cases on luminal::cuda.
+// luminal_cuda_tests runs the same cases on luminal::cuda and luminal::cuda_graph.
 #include <luminal/grad/parameter_optimizer.hpp>
 #include <luminal/nn.hpp>
 #include <luminal/tape.hpp>
@@ -32,7 +32,8 @@ static_assert(backend<counting_device>);
 }  // namespace test
 
 #if defined(LUMINAL_TEST_CUDA)
-using device_test_backends = std::tuple<luminal::cuda>;
+// cuda_graph too: each block program's run is a graph replayed once its buffers repeat.
+using device_test_backends = std::tuple<luminal::cuda, luminal::cuda_graph>;
 #elif defined(LUMINAL_TEST_KOKKOS_DEVICE)
 using device_test_backends = std::tuple<luminal::kokkos<Kokkos::DefaultExecutionSpace>>;
 #else

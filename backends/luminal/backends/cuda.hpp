@@ -1,15 +1,16 @@
 // The CUDA backend: device memory, every fused group launched as a kernel instantiated by
 // nvcc from the same functors the host runs, block-level reductions, cuBLAS for GEMM
-// (strided-batched where the batch is), one stream per program, and optional CUDA Graph
-// replay so that a compiled training step is one graph launch.
+// (strided-batched where the batch is), one stream per device that every luminal object
+// launches on in order, and optional CUDA Graph replay so that a compiled training step is
+// one graph launch.
 //
 //     // app.cu, compiled by nvcc (CMake: link luminal::cuda)
 //     #include <luminal/luminal.hpp>
 //     #include <luminal/backends/cuda.hpp>
 //     auto prog = luminal::compile<luminal::cuda>(y);          // or cuda_graph
 //     prog.bind("x", images);                // host -> device, once per bind
-//     prog.run();                            // kernels on the program's own stream
-//     xt::xarray<float> out = prog.output<0>();  // device -> host
+//     prog.run();                            // queues the kernels; does not wait
+//     xt::xarray<float> out = prog.output<0>();  // device -> host, waits for them
 //     if (luminal::cuda::device_count() == 0) { /* no GPU: use luminal::host */ }
 //
 // Memory is not host-accessible: bind() copies, bind_view() of host memory throws, and
@@ -25,7 +26,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -68,6 +71,21 @@ __global__ void __launch_bounds__(cuda_block) for_each_kernel(Body body, index_t
   for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) body(i, i + 1);
 }
 
+/// The threads' values `acc` combined in shared memory; thread 0 gets the result.
+/// `partial` holds cuda_block values and may be reused once this returns.
+template <class Body, class T>
+__device__ T combine_block(const Body& body, T* partial, T acc) {
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) partial[threadIdx.x] = body.combine(partial[threadIdx.x], partial[threadIdx.x + s]);
+    __syncthreads();
+  }
+  T result = partial[0];
+  __syncthreads();
+  return result;
+}
+
 /// One block per output (grid-stride over outputs): the threads stride over the reduced
 /// axis, then combine their partial results in shared memory. Body provides identity(),
 /// combine(a, b), element(o, k) and store(o, value) (loop_kernels.hpp: reduce_kernel).
@@ -78,19 +96,73 @@ __global__ void __launch_bounds__(cuda_block) block_reduce_kernel(Body body, ind
   for (index_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     T acc = body.identity();
     for (index_t k = threadIdx.x; k < extent; k += blockDim.x) acc = body.combine(acc, body.element(o, k));
-    partial[threadIdx.x] = acc;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
-      if (threadIdx.x < s) partial[threadIdx.x] = body.combine(partial[threadIdx.x], partial[threadIdx.x + s]);
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) body.store(o, partial[0]);
-    __syncthreads();  // `partial` is reused by the next output
+    acc = combine_block(body, partial, acc);
+    if (threadIdx.x == 0) body.store(o, acc);
   }
 }
 
-/// What one backend object owns: its stream, its cuBLAS handle (created at the first
-/// GEMM) and its captured graphs. Shared by copies of the backend object.
+/// The first pass of a reduction to few outputs: block b reduces part b % parts of output
+/// b / parts (consecutive slices of the reduced axis) into parts_out[b].
+template <class Body>
+__global__ void __launch_bounds__(cuda_block) partial_reduce_kernel(Body body, index_t extent, index_t parts,
+                                                                    typename Body::value_type* parts_out) {
+  using T = typename Body::value_type;
+  __shared__ T partial[cuda_block];
+  const index_t o = index_t(blockIdx.x) / parts, part = index_t(blockIdx.x) % parts;
+  const index_t slice = (extent + parts - 1) / parts;
+  const index_t begin = part * slice, end = begin + slice < extent ? begin + slice : extent;
+  T acc = body.identity();
+  for (index_t k = begin + threadIdx.x; k < end; k += blockDim.x) acc = body.combine(acc, body.element(o, k));
+  acc = combine_block(body, partial, acc);
+  if (threadIdx.x == 0) parts_out[blockIdx.x] = acc;
+}
+
+/// The second pass: each output's parts combined in order, and stored.
+template <class Body>
+__global__ void __launch_bounds__(cuda_block) combine_parts_kernel(Body body, index_t outputs, index_t parts,
+                                                                   const typename Body::value_type* parts_in) {
+  for (index_t o = index_t(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs; o += index_t(gridDim.x) * blockDim.x) {
+    auto acc = body.identity();
+    for (index_t p = 0; p < parts; ++p) acc = body.combine(acc, parts_in[o * parts + p]);
+    body.store(o, acc);
+  }
+}
+
+/// The stream that every luminal object on one device launches on. One stream orders all
+/// of their work: a program reads what a parameter_store, a tape or another program wrote
+/// before it without the host waiting in between, and only a copy to the host waits. It
+/// lives while any backend object uses it.
+class device_stream {
+ public:
+  explicit device_stream(cudaStream_t s) : stream_(s) {}
+  device_stream(const device_stream&) = delete;
+  device_stream& operator=(const device_stream&) = delete;
+  ~device_stream() {  // no throwing here; errors at exit (driver shutting down) are ignored
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  cudaStream_t get() const { return stream_; }
+
+  /// The stream of `device`, created on first use.
+  static std::shared_ptr<device_stream> of(int device) {
+    static std::mutex mutex;
+    static std::map<int, std::weak_ptr<device_stream>> streams;
+    std::lock_guard lock(mutex);
+    if (auto held = streams[device].lock()) return held;
+    cudaStream_t s = nullptr;
+    // Non-blocking: the legacy default stream (other libraries' work) does not serialize it.
+    LUMINAL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    auto made = std::make_shared<device_stream>(s);
+    streams[device] = made;
+    return made;
+  }
+
+ private:
+  cudaStream_t stream_;
+};
+
+/// What one backend object owns: its cuBLAS handle (created at the first GEMM) and its
+/// captured graphs, with a share of its device's stream. Shared by copies of the object.
 struct cuda_state {
   struct captured {
     std::vector<std::byte> key;  // the launch parameters the graph was captured with
@@ -98,16 +170,23 @@ struct cuda_state {
   };
   int device = 0;
   int multiprocessors = 1;
+  std::shared_ptr<device_stream> shared_stream;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   std::vector<captured> graphs;  // most recently used last
+  // The partial results of reductions to few outputs (basic_cuda::parallel_reduce): a
+  // fixed size, allocated with the state, so that no capture allocates and no captured
+  // graph holds an address that is later freed.
+  void* reduce_parts = nullptr;
+  static constexpr std::size_t reduce_parts_bytes = 1 << 16;
   std::size_t bytes_to_device = 0, bytes_to_host = 0, graph_captures = 0, graph_launches = 0;
 
   cuda_state() {
     LUMINAL_CUDA_CHECK(cudaGetDevice(&device));
     LUMINAL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
-    // Non-blocking: the legacy default stream (other libraries' work) does not serialize it.
-    LUMINAL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    shared_stream = device_stream::of(device);
+    stream = shared_stream->get();
+    LUMINAL_CUDA_CHECK(cudaMalloc(&reduce_parts, reduce_parts_bytes));
   }
   cuda_state(const cuda_state&) = delete;
   cuda_state& operator=(const cuda_state&) = delete;
@@ -116,7 +195,7 @@ struct cuda_state {
     for (auto& g : graphs)
       if (g.exec) cudaGraphExecDestroy(g.exec);
     if (blas) cublasDestroy(blas);
-    cudaStreamDestroy(stream);
+    cudaFree(reduce_parts);
   }
   cublasHandle_t handle() {
     if (!blas) {
@@ -138,22 +217,31 @@ inline int cublas_int(index_t v, const char* what) {
 
 }  // namespace detail
 
-/// Runs programs on the current CUDA device: `compile<cuda>(y)`. Each program (and each
-/// parameter_store) owns one stream; kernels and GEMMs on it are asynchronous, and copies
-/// to or from the host wait for it, so results are always complete when they are read.
+/// Runs programs on the current CUDA device: `compile<cuda>(y)`. Every luminal object on
+/// a device launches its kernels, GEMMs and copies on that device's one stream, in the
+/// order the host issues them, and the host does not wait for them: a training step
+/// queues its programs' work back to back. Copies to the host wait for everything queued
+/// before them, so results are complete when they are read. (Drive a device from one host
+/// thread at a time: threads would interleave their work on its stream.)
 /// With Graphs, a program's kernels are captured once per set of buffers and extents into
 /// a CUDA Graph and replayed with one launch (see cuda_graph).
 template <bool Graphs>
 struct basic_cuda {
   static constexpr bool host_accessible = false;
-  static constexpr const char* name = "cuda";
+  static constexpr const char* name = Graphs ? "cuda_graph" : "cuda";
   static constexpr bool graphs = Graphs;
   /// Reductions over at least this many elements use a block per output (shared-memory
   /// tree); shorter ones one thread per output, which keeps neighbouring threads on
   /// neighbouring memory when the reduced axis is not the last.
   static constexpr index_t block_reduce_from = 128;
-  /// Graphs kept per program (a training step alternates between two buffer sets).
-  static constexpr std::size_t graph_cache = 4;
+  /// The fewest elements of a reduced axis that a block takes when the axis is split
+  /// (eight per thread).
+  static constexpr index_t split_reduce_slice = 8 * detail::cuda_block;
+  /// Graphs kept per backend object: a training step alternates between two buffer sets,
+  /// and a tape's block runs its forward and backward programs (one backend object) once
+  /// per layer a step, each call on buffers of its own. Past this many, the least recently
+  /// used graph goes, and a key seen again after that is run uncaptured first.
+  static constexpr std::size_t graph_cache = 16;
 
   /// CUDA devices this process can use; 0 without a GPU or driver (never throws).
   static int device_count() noexcept {
@@ -178,14 +266,19 @@ struct basic_cuda {
     cudaDeviceSynchronize();
     cudaFree(p);
   }
-  /// Copies wait for the stream: the source may be reused and the result read at once.
+  /// Queued on the stream; the source may be reused as soon as this returns. CUDA takes
+  /// ordinary (pageable) host memory in before returning; from page-locked memory, which
+  /// the GPU would read later, the copy is waited for.
   void to_device(void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
     auto& s = state();
     LUMINAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.stream));
-    LUMINAL_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, src) != cudaSuccess) cudaGetLastError();
+    else if (attributes.type != cudaMemoryTypeUnregistered) LUMINAL_CUDA_CHECK(cudaStreamSynchronize(s.stream));
     s.bytes_to_device += bytes;
   }
+  /// Waits for everything queued before it, then copies.
   void to_host(void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
     auto& s = state();
@@ -193,11 +286,10 @@ struct basic_cuda {
     LUMINAL_CUDA_CHECK(cudaStreamSynchronize(s.stream));
     s.bytes_to_host += bytes;
   }
+  /// Queued on the stream.
   void device_copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
-    auto& s = state();
-    LUMINAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s.stream));
-    LUMINAL_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    LUMINAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, state().stream));
   }
 
   /// Launches body over [0, n) on the stream, one index per thread; does not wait.
@@ -212,11 +304,28 @@ struct basic_cuda {
 
   /// A reduction of `outputs` values over `extent` elements each (loop_kernels.hpp's
   /// reduce_kernel): block-level for long axes, one thread per output for short ones.
+  /// Fewer outputs than it takes to fill the GPU (a gradient's norm is one) split each
+  /// axis into parts, a block each, and a second kernel combines the parts in order: one
+  /// block alone would wait on its loads one after the other.
   template <class Body>
   void parallel_reduce(index_t outputs, index_t extent, const Body& body) {
+    using T = typename Body::value_type;
     if (outputs <= 0) return;
     if (extent < block_reduce_from) return parallel_for(outputs, body);
     auto& s = state();
+    const index_t busy = index_t(s.multiprocessors) * 4;  // blocks that keep every SM loaded
+    const index_t parts = std::min((busy + outputs - 1) / outputs, extent / split_reduce_slice);
+    if (outputs < busy && parts > 1 &&
+        std::size_t(outputs * parts) * sizeof(T) <= detail::cuda_state::reduce_parts_bytes) {
+      T* parts_memory = static_cast<T*>(s.reduce_parts);
+      detail::partial_reduce_kernel<<<unsigned(outputs * parts), detail::cuda_block, 0, s.stream>>>(
+          body, extent, parts, parts_memory);
+      LUMINAL_CUDA_CHECK(cudaGetLastError());
+      detail::combine_parts_kernel<<<grid(outputs, s), detail::cuda_block, 0, s.stream>>>(body, outputs, parts,
+                                                                                           parts_memory);
+      LUMINAL_CUDA_CHECK(cudaGetLastError());
+      return;
+    }
     index_t blocks = std::min<index_t>(outputs, index_t(s.multiprocessors) * 64);
     detail::block_reduce_kernel<<<unsigned(blocks), detail::cuda_block, 0, s.stream>>>(
         body, outputs, extent);
@@ -300,11 +409,11 @@ struct basic_cuda {
     }
   }
 
-  /// Waits for everything launched on this backend's stream.
+  /// Waits for everything launched on the device's stream.
   void synchronize() {
     if (state_) LUMINAL_CUDA_CHECK(cudaStreamSynchronize(state_->stream));
   }
-  /// The stream kernels run on (created on first use).
+  /// The stream kernels run on (the device's, shared by every luminal object on it).
   cudaStream_t stream() { return state().stream; }
 
   /// Bytes copied host -> device and device -> host through this backend object so far.

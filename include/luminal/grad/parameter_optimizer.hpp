@@ -13,7 +13,7 @@
 // Over a parameter_store (a tape built on one: tape.hpp), the parameters, gradients and
 // optimizer state stay in the backend's memory: each update writes the parameter and its
 // state over their current values (one loop reads them and writes their updates), and
-// only the gradients' norms (one scalar per tensor) come to the host.
+// only the gradients' norms (one scalar per tensor, read together) come to the host.
 //
 //     opt.step(device_params, t.device_gradients()); // then clears the gradients
 #pragma once
@@ -69,7 +69,8 @@ class parameter_optimizer {
 
  public:
   explicit parameter_optimizer(Opt options = {}, B backend = {})
-      : options_(std::move(options)), program_(make_program(backend)), norm_program_(backend), device_state_(backend) {}
+      : options_(std::move(options)), program_(make_program(backend)), norm_program_(backend), device_state_(backend),
+        norm_parts_(backend) {}
 
   Opt& options() { return options_; }
   const Opt& options() const { return options_; }
@@ -118,17 +119,25 @@ class parameter_optimizer {
   /// them (parameter_store::zero_lazily): they read as zeros until then, and a parameter
   /// whose gradient the next backward() does not reach is not updated by the next step.
   double step(parameter_store<B>& parameters, parameter_store<B>& gradients) {
-    double squared = 0;
+    std::size_t reached = 0;
     for (const auto& [name, g] : gradients) {
       require_matching(parameters, name, g);
-      if (g.zero_pending) continue;  // adds nothing
-      const index_t count = index_t(g.bytes / sizeof(T));
-      norm_program_.bind_device(flat_gradient::name.view(), static_cast<const T*>(g.current),
-                                std::span<const index_t>(&count, 1));
-      norm_program_.run();
-      T part{};
-      norm_program_.template read_output<0>(std::span<T>(&part, 1));
-      squared += double(part);
+      reached += !g.zero_pending;  // a pending zero adds nothing
+    }
+    // Each gradient's sum of squares is written to its own element of `parts`, and the
+    // host reads them together: on a GPU the step waits once, not once per tensor.
+    double squared = 0;
+    if (reached > 0) {
+      T* parts = norm_parts(reached);
+      for (const auto& [name, g] : gradients) {
+        if (g.zero_pending) continue;
+        const index_t count = index_t(g.bytes / sizeof(T));
+        norm_program_.bind_device(flat_gradient::name.view(), static_cast<const T*>(g.current),
+                                  std::span<const index_t>(&count, 1));
+        norm_program_.template write_output_to<0>(parts++);
+        norm_program_.run();
+      }
+      for (T part : norm_parts_.template get<T>("parts")) squared += double(part);
     }
     const double norm = std::sqrt(squared);
     const std::int64_t t = bind_hyperparameters(norm);
@@ -263,6 +272,14 @@ class parameter_optimizer {
       throw checkpoint_error("luminal: optimizer state '" + key + "' does not have its parameter's shape");
     return s;
   }
+  /// `count` elements of the backend's memory for the gradients' sums of squares.
+  T* norm_parts(std::size_t count) {
+    if (!norm_parts_.contains("parts") || norm_parts_.at("parts").shape[0] != index_t(count)) {
+      norm_parts_.clear();
+      norm_parts_.add("parts", dtype_of<T>(), {index_t(count)});
+    }
+    return static_cast<T*>(norm_parts_.at("parts").current);
+  }
   void bind(std::string_view leaf, const tensor_store::entry& e, std::span<const index_t> flat) {
     const T* data = reinterpret_cast<const T*>(e.data.data());
     if constexpr (B::host_accessible) program_.bind_view(leaf, data, flat);
@@ -274,6 +291,7 @@ class parameter_optimizer {
   norm_program norm_program_;
   tensor_store state_;                // host steps' state, and state loaded but not yet on the device
   parameter_store<B> device_state_;   // device steps' state
+  parameter_store<B> norm_parts_;     // device steps' per-gradient sums of squares
   std::int64_t step_ = 0;
 };
 
