@@ -25,7 +25,11 @@
 #ifdef LUMINAL_BENCH_CUDA
 #include "bench_common.hpp"
 #include <luminal/backends/cuda.hpp>
+#ifdef LUMINAL_BENCH_CUDA_GRAPHS
+using bench_backend = luminal::cuda_graph;  // each block program's run replayed as one graph
+#else
 using bench_backend = luminal::cuda;
+#endif
 #else
 #include "bench_gemms.hpp"
 using bench_backend = luminal::host;
@@ -56,6 +60,7 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
 
   tape<Backend> t(params);
   std::size_t held = 0;
+  float last_loss = 0;
   double ms = bench::median_ms(
       [&] {
         t.clear();
@@ -63,8 +68,39 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
         t.backward(loss);
         held = t.held_bytes();
         optimizer.step(params, t.device_gradients());
+        // The step ends with its loss on the host, as a training loop that prints it does:
+        // a GPU queues the update's kernels, and this waits for them.
+        last_loss = t.template item<float>(loss);
       },
       reps, 2);
+  {
+    // Where an unprofiled step's wall time goes. On a GPU, forward() and backward() return
+    // once their kernels are queued (the embedding's forward waits for its gather's index
+    // check), the optimizer waits for the backward's kernels when it reads the gradients'
+    // norms, and the loss read waits for the updates: queuing time that reaches the step's
+    // time means the host, not the GPU, sets the pace.
+    double phase_ms[4] = {};
+    constexpr int phase_reps = 5;
+    for (int rep = 0; rep < phase_reps; ++rep) {
+      auto at = std::chrono::steady_clock::now();
+      auto lap = [&](int phase) {
+        auto now = std::chrono::steady_clock::now();
+        phase_ms[phase] += std::chrono::duration<double, std::milli>(now - at).count() / phase_reps;
+        at = now;
+      };
+      t.clear();
+      auto loss = gpt.loss(t, tokens, targets);
+      lap(0);
+      t.backward(loss);
+      lap(1);
+      optimizer.step(params, t.device_gradients());
+      lap(2);
+      last_loss = t.template item<float>(loss);
+      lap(3);
+    }
+    std::printf("An unprofiled step's phases: forward %.2f ms, backward %.2f ms, optimizer %.2f ms, loss read %.2f ms\n",
+                phase_ms[0], phase_ms[1], phase_ms[2], phase_ms[3]);
+  }
   if (profile) {  // after the timing: profiling waits after every kernel
     gpt.layer_block().forward().set_profiling(true);
     gpt.layer_block().backward().set_profiling(true);
@@ -100,7 +136,7 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
   const double tokens_per_step = double(batch) * context;
   std::printf("char GPT on %s: %d layers, width 256, 4 heads, context %d, batch %d (%zu MB kept on the tape)\n",
               Backend::name, layers, context, batch, held >> 20);
-  std::printf("luminal  %9.1f ms/step  %9.0f tokens/s\n", ms, tokens_per_step / (ms / 1e3));
+  std::printf("luminal  %9.1f ms/step  %9.0f tokens/s  (last loss %.4f)\n", ms, tokens_per_step / (ms / 1e3), last_loss);
 
   std::string command;
   auto arguments = [&](int peer_threads) {

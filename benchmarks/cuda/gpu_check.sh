@@ -9,6 +9,9 @@
 #                                               # ctest -L cuda, the install consumer's CUDA
 #                                               # app, the CUDA benchmarks, a profile
 #
+# BASELINE=DIR pack also bundles DIR's train_step_cuda and char_gpt_cuda (an older build),
+# and run times them right after the new ones, on the same GPU, without the peers.
+#
 # BUILD (default build-gpu) is a build directory of this checkout configured for the GPU:
 #   cmake -S . -B build-gpu -DLUMINAL_CUDA_FULL_TESTS=ON -DLUMINAL_NATIVE_ARCH=OFF \
 #         -DLUMINAL_BUILD_EXAMPLES=OFF -DCMAKE_CUDA_ARCHITECTURES=90
@@ -29,12 +32,16 @@ if [ "$mode" = pack ]; then
   (cd "$build" && find . \( -name CTestTestfile.cmake -o -name '*_include*.cmake' -o -name '*_tests-*.cmake' \
       -o -name bench_source_dir.txt \) -print0 | xargs -0 -I{} cp --parents {} "$stage/build/")
   for exe in tests/luminal_cuda_tests tests/luminal_nccl_tests benchmarks/cuda/train_step_cuda \
-             benchmarks/cuda/char_gpt_cuda; do
+             benchmarks/cuda/char_gpt_cuda benchmarks/cuda/char_gpt_cuda_graph; do
     if [ -x "$build/$exe" ]; then
       mkdir -p "$stage/build/$(dirname "$exe")"
       strip -o "$stage/build/$exe" "$build/$exe"
     fi
   done
+  if [ -n "${BASELINE:-}" ]; then
+    mkdir -p "$stage/base"
+    for exe in train_step_cuda char_gpt_cuda; do strip -o "$stage/base/$exe" "$BASELINE/$exe"; done
+  fi
   # The install test's consumer app (tests/consumer/main.cu, built against the installed
   # luminal::cuda by ctest's install.consumer in the main build), when it was built.
   consumer=${CONSUMER_APP:-build/consumer-build/app_cuda}
@@ -77,6 +84,8 @@ export LUMINAL_BENCH_PYTHON=${LUMINAL_BENCH_PYTHON:-$(command -v python3)}
 export PYTHONUNBUFFERED=1
 
 section() { printf '\n==== %s (%s)\n' "$1" "$(date +%T)"; }
+# ONLY="ctest app train_step char_gpt profile" picks sections (default: all of them).
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 section "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 nvcc --version | tail -2
@@ -84,27 +93,40 @@ for exe in tests/luminal_cuda_tests tests/luminal_nccl_tests; do
   ldd "$build_path/$exe" | grep "not found" && echo "gpu_check: $exe lacks a library (above)"
 done
 
-section "ctest -L cuda"
-(cd "$build_path" && timeout ${CTEST_SECONDS:-240} ctest -L cuda -j ${CTEST_JOBS:-6} --timeout 200 \
-    --output-on-failure > "$out/ctest.log" 2>&1)
-echo "ctest exit $?"
-grep -E "tests passed|tests failed|Failed|Not Run|\*\*\*|Timeout" "$out/ctest.log" | tail -40
+want ctest && section "ctest -L cuda" && (cd "$build_path" && timeout ${CTEST_SECONDS:-240} ctest -L cuda -j ${CTEST_JOBS:-6} --timeout 200 \
+    --output-on-failure > "$out/ctest.log" 2>&1; echo "ctest exit $?"
+  grep -E "tests passed|tests failed|Failed|Not Run|\*\*\*|Timeout" "$out/ctest.log" | tail -40)
 
-section "the install consumer's app_cuda"
-if [ -x "$unpacked/build/app_cuda" ]; then timeout 60 "$unpacked/build/app_cuda"; echo "app_cuda exit $?"; fi
+want app && section "the install consumer's app_cuda" && if [ -x "$unpacked/build/app_cuda" ]; then timeout 60 "$unpacked/build/app_cuda"; echo "app_cuda exit $?"; fi
 
-section "train_step_cuda"
-timeout ${TRAIN_STEP_SECONDS:-200} "$build_path/benchmarks/cuda/train_step_cuda" --reps 50 2>&1 | tee "$out/train_step.log"
+want train_step && section "train_step_cuda" && timeout ${TRAIN_STEP_SECONDS:-200} "$build_path/benchmarks/cuda/train_step_cuda" --reps 50 2>&1 | tee "$out/train_step.log"
 
-section "char_gpt_cuda"
-for batch in ${CHAR_GPT_BATCHES:-8}; do
+if want train_step && [ -d "$unpacked/base" ]; then
+  section "train_step_cuda of the baseline build (no peers)"
+  timeout ${TRAIN_STEP_SECONDS:-200} "$unpacked/base/train_step_cuda" --reps 50 --no-torch 2>&1 | tee "$out/train_step_base.log"
+fi
+
+want char_gpt && section "char_gpt_cuda" && for batch in ${CHAR_GPT_BATCHES:-8}; do
   timeout ${CHAR_GPT_SECONDS:-150} "$build_path/benchmarks/cuda/char_gpt_cuda" --batch "$batch" --reps 10 2>&1 |
     tee "$out/char_gpt_batch$batch.log"
+  if [ -x "$build_path/benchmarks/cuda/char_gpt_cuda_graph" ]; then
+    echo "-- on cuda_graph (no peers):"
+    timeout ${CHAR_GPT_SECONDS:-150} "$build_path/benchmarks/cuda/char_gpt_cuda_graph" --batch "$batch" --reps 10 \
+      --no-peers 2>&1 | grep -E "^luminal|phases"
+  fi
+  if [ -d "$unpacked/base" ]; then
+    echo "-- the baseline build, then the new one again (no peers):"
+    for exe in "$unpacked/base/char_gpt_cuda" "$build_path/benchmarks/cuda/char_gpt_cuda"; do
+      timeout ${CHAR_GPT_SECONDS:-150} "$exe" --batch "$batch" --reps 10 --no-peers 2>&1 | grep -E "^luminal"
+    done
+  fi
 done
-timeout ${CHAR_GPT_SECONDS:-150} "$build_path/benchmarks/cuda/char_gpt_cuda" --reps 5 --profile --no-peers \
-  > "$out/char_gpt_profile.log" 2>&1
-echo "profile exit $?; the slowest kernels of the layer's forward and backward:"
-grep -A4 "luminal profile" "$out/char_gpt_profile.log" | cut -c1-220
+if want profile; then
+  timeout ${CHAR_GPT_SECONDS:-150} "$build_path/benchmarks/cuda/char_gpt_cuda" --reps 5 --profile --no-peers \
+    > "$out/char_gpt_profile.log" 2>&1
+  echo "profile exit $?; the slowest kernels of the layer's forward and backward:"
+  grep -A4 "luminal profile" "$out/char_gpt_profile.log" | cut -c1-220
+fi
 
 if [ "${NCU_KERNELS:-0}" -gt 0 ] && command -v ncu >/dev/null; then
   section "ncu: ${NCU_KERNELS} kernels of the GPT's steady state (true durations and DRAM bandwidth)"
@@ -125,7 +147,9 @@ for r in rows[1:]:
     kernels[r[idx["ID"]]]["name"] = r[idx["Kernel Name"]][:60]
 def num(k, m):
     unit, v = kernels[k].get(m, ("", "0")); v = float(v)
-    return v * {"nsecond": 1e-3, "usecond": 1, "msecond": 1e3, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}.get(unit, 1)
+    # Nsight Compute spells units "nsecond" or "ns", "Kbyte" or "KB", by version.
+    return v * {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1, "us": 1, "msecond": 1e3, "ms": 1e3, "byte": 1, "B": 1,
+                "Kbyte": 1e3, "KB": 1e3, "Mbyte": 1e6, "MB": 1e6, "Gbyte": 1e9, "GB": 1e9}.get(unit, 1)
 out = []
 for k in kernels:
     us = num(k, "gpu__time_duration.sum"); b = num(k, "dram__bytes_read.sum") + num(k, "dram__bytes_write.sum")
