@@ -237,10 +237,11 @@ struct basic_cuda {
   /// The fewest elements of a reduced axis that a block takes when the axis is split
   /// (eight per thread).
   static constexpr index_t split_reduce_slice = 8 * detail::cuda_block;
-  /// Graphs kept per backend object: a training step alternates between two buffer sets,
-  /// and a tape's block runs its forward and backward programs (one backend object) once
-  /// per layer a step, each call on buffers of its own. Past this many, the least recently
-  /// used graph goes, and a key seen again after that is run uncaptured first.
+  /// Graphs kept per backend object (a program's own, unless it was given a copy of one
+  /// already in use): a training step alternates between two buffer sets, and a tape runs
+  /// a block's programs once per layer a step, each call on buffers of its own. Past this
+  /// many, the least recently used graph goes, and a key seen again after that is run
+  /// uncaptured first.
   static constexpr std::size_t graph_cache = 16;
 
   /// CUDA devices this process can use; 0 without a GPU or driver (never throws).
