@@ -61,6 +61,19 @@ std::size_t byte_count(const tensor_store& store) {
   return bytes;
 }
 
+/// The residual layer and the cross-entropy head these tests record, compiled for B.
+template <class B = host>
+auto wide_blocks() {
+  auto x = input<"x", f32>(shape<Batch, width>);
+  auto labels = input<"labels", i32>(shape<Batch>);
+  struct blocks {
+    decltype(compile_block<"layer", B>(wide_layer<"layer">(x), x)) layer;
+    decltype(compile_block<"head", B>(nn::cross_entropy(nn::Linear<"head", width, 3>{}(x), labels), x)) head;
+  };
+  return blocks{compile_block<"layer", B>(wide_layer<"layer">(x), x),
+                compile_block<"head", B>(nn::cross_entropy(nn::Linear<"head", width, 3>{}(x), labels), x)};
+}
+
 /// One recording of h.0 -> h.1 -> h.0 -> head (h.0 used twice) and its backward.
 template <class Tape, class Layer, class Head>
 float record_step(Tape& t, Layer& layer, Head& head, const xt::xarray<float>& data, const xt::xarray<int>& classes) {
@@ -76,12 +89,8 @@ float record_step(Tape& t, Layer& layer, Head& head, const xt::xarray<float>& da
 
 TEMPLATE_LIST_TEST_CASE("tape over a parameter_store: AdamW steps match the host store's and move no parameter",
                         "[tape][optimizer]", device_test_backends) {
-  auto x = input<"x", f32>(shape<Batch, width>);
-  auto labels = input<"labels", i32>(shape<Batch>);
-  auto layer = compile_block<"layer", TestType>(wide_layer<"layer">(x), x);
-  auto head = compile_block<"head", TestType>(nn::cross_entropy(nn::Linear<"head", width, 3>{}(x), labels), x);
-  auto host_layer = compile_block<"layer">(wide_layer<"layer">(x), x);
-  auto host_head = compile_block<"head">(nn::cross_entropy(nn::Linear<"head", width, 3>{}(x), labels), x);
+  auto [layer, head] = wide_blocks<TestType>();
+  auto [host_layer, host_head] = wide_blocks();
   auto data = test::random_array<float>({4, width}, 7);
   xt::xarray<int> classes = {0, 1, 2, 1};
 
@@ -172,10 +181,7 @@ TEMPLATE_LIST_TEST_CASE("tape over a parameter_store: the store's errors name wh
 
 TEMPLATE_LIST_TEST_CASE("tape over a parameter_store: backward() calls add up, and a step clears the gradients",
                         "[tape][optimizer]", device_test_backends) {
-  auto x = input<"x", f32>(shape<Batch, width>);
-  auto labels = input<"labels", i32>(shape<Batch>);
-  auto layer = compile_block<"layer", TestType>(wide_layer<"layer">(x), x);
-  auto head = compile_block<"head", TestType>(nn::cross_entropy(nn::Linear<"head", width, 3>{}(x), labels), x);
+  auto [layer, head] = wide_blocks<TestType>();
   auto data = test::random_array<float>({4, width}, 7);
   xt::xarray<int> classes = {0, 1, 2, 1};
   parameter_store<TestType> params;
