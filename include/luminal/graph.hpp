@@ -157,6 +157,13 @@ template <class L, class... N>
 constexpr auto make_table(boost::mp11::mp_list<N...>) {
   return std::array<node_info, sizeof...(N)>{make_info<L, N>()...};
 }
+/// Whether a node table holds a node of this kind.
+template <std::size_t N>
+constexpr bool holds_kind(const std::array<node_info, N>& table, op_kind kind) {
+  for (const node_info& info : table)
+    if (info.kind == kind) return true;
+  return false;
+}
 }  // namespace detail
 
 /// The graph of nodes L as a constexpr array of node_info.

@@ -45,18 +45,10 @@ class program {
   template <std::size_t I>
   using output_node = boost::mp11::mp_at_c<boost::mp11::mp_list<Outputs...>, I>;
   /// Whether the program holds exchange nodes (ops/exchange.hpp): it then needs a communicator.
-  static constexpr bool exchanges = [] {
-    for (const auto& info : layout::table)
-      if (info.kind == op_kind::exchange) return true;
-    return false;
-  }();
+  static constexpr bool exchanges = detail::holds_kind(layout::table, op_kind::exchange);
   /// Whether the program holds gathers, whose out-of-range indices run() reports: only
   /// such a run reads a flag back from the device, and so waits for its kernels.
-  static constexpr bool checks_indices = [] {
-    for (const auto& info : layout::table)
-      if (info.kind == op_kind::gather) return true;
-    return false;
-  }();
+  static constexpr bool checks_indices = detail::holds_kind(layout::table, op_kind::gather);
 
   explicit program(B backend = {}) : backend_(std::move(backend)) {
     dims_.assign(node_count * max_rank, 0);
