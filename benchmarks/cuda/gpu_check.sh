@@ -9,8 +9,14 @@
 #                                               # ctest -L cuda, the install consumer's CUDA
 #                                               # app, the CUDA benchmarks, a profile
 #
+# NCU_MLP=1 run times every kernel of the MLP step under Nsight Compute (ncu_mlp.csv.gz).
 # BASELINE=DIR pack also bundles DIR's train_step_cuda and char_gpt_cuda (an older build),
 # and run times them right after the new ones, on the same GPU, without the peers.
+# KOKKOS_TESTS=FILE pack (default: the luminal_kokkos_tests of CUDA_ARCH=90
+# tests/kokkos/check_cuda_kokkos.sh, when built) bundles a CUDA Kokkos build of the backend tests; run runs them.
+# SETTINGS="A B ..." run times both benchmarks again, without peers, under each setting: a
+# comma-separated list of environment assignments, such as cuda_launch_settings' variables
+# (SETTINGS="LUMINAL_CUDA_ROW_ELEMENTS=1,LUMINAL_CUDA_DEPENDENT_LAUNCH=0 LUMINAL_CUDA_ROW_ELEMENTS=8").
 #
 # BUILD (default build-gpu) is a build directory of this checkout configured for the GPU:
 #   cmake -S . -B build-gpu -DLUMINAL_CUDA_FULL_TESTS=ON -DLUMINAL_NATIVE_ARCH=OFF \
@@ -41,6 +47,10 @@ if [ "$mode" = pack ]; then
   if [ -n "${BASELINE:-}" ]; then
     mkdir -p "$stage/base"
     for exe in train_step_cuda char_gpt_cuda; do strip -o "$stage/base/$exe" "$BASELINE/$exe"; done
+  fi
+  kokkos_tests=${KOKKOS_TESTS:-/tmp/luminal-kokkos-cuda/luminal-build-sm90/tests/luminal_kokkos_tests}
+  if [ -x "$kokkos_tests" ]; then
+    mkdir -p "$stage/kokkos" && strip -o "$stage/kokkos/luminal_kokkos_tests" "$kokkos_tests"
   fi
   # The install test's consumer app (tests/consumer/main.cu, built against the installed
   # luminal::cuda by ctest's install.consumer in the main build), when it was built.
@@ -84,7 +94,7 @@ export LUMINAL_BENCH_PYTHON=${LUMINAL_BENCH_PYTHON:-$(command -v python3)}
 export PYTHONUNBUFFERED=1
 
 section() { printf '\n==== %s (%s)\n' "$1" "$(date +%T)"; }
-# ONLY="ctest app train_step char_gpt profile" picks sections (default: all of them).
+# ONLY="ctest app kokkos train_step char_gpt settings profile" picks sections (default: all of them).
 want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 section "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
@@ -121,11 +131,45 @@ want char_gpt && section "char_gpt_cuda" && for batch in ${CHAR_GPT_BATCHES:-8};
     done
   fi
 done
+want kokkos && [ -x "$unpacked/kokkos/luminal_kokkos_tests" ] && section "luminal_kokkos_tests (Kokkos on CUDA)" && (
+  cd "$unpacked/kokkos" && LUMINAL_FIXTURE_DIR="$root/tests/fixtures" timeout ${KOKKOS_SECONDS:-300} \
+    ./luminal_kokkos_tests "*test_backends*" > "$out/kokkos.log" 2>&1; echo "luminal_kokkos_tests exit $?"
+  grep -E "test cases|FAILED|failed|No tests" "$out/kokkos.log" | tail -20)
+
+if want settings && [ -n "${SETTINGS:-}" ]; then
+  for setting in $SETTINGS; do
+    section "settings: $setting"
+    (
+      IFS=, && for assignment in $setting; do export "$assignment"; done
+      unset IFS
+      timeout ${TRAIN_STEP_SECONDS:-200} "$build_path/benchmarks/cuda/train_step_cuda" --reps 50 --no-torch 2>&1 |
+        grep -E "^batch|luminal|cuBLAS"
+      for batch in ${CHAR_GPT_BATCHES:-8}; do
+        for exe in char_gpt_cuda char_gpt_cuda_graph; do
+          [ -x "$build_path/benchmarks/cuda/$exe" ] || continue
+          echo "-- $exe, batch $batch:"
+          timeout ${CHAR_GPT_SECONDS:-150} "$build_path/benchmarks/cuda/$exe" --batch "$batch" --reps 10 --no-peers 2>&1 |
+            grep -E "^luminal"
+        done
+      done
+    )
+  done
+fi
+
 if want profile; then
   timeout ${CHAR_GPT_SECONDS:-150} "$build_path/benchmarks/cuda/char_gpt_cuda" --reps 5 --profile --no-peers \
     > "$out/char_gpt_profile.log" 2>&1
   echo "profile exit $?; the slowest kernels of the layer's forward and backward:"
   grep -A4 "luminal profile" "$out/char_gpt_profile.log" | cut -c1-220
+fi
+
+if [ -n "${NCU_MLP:-}" ] && command -v ncu >/dev/null; then
+  section "ncu: every kernel of train_step_cuda --reps 3 (both batches and backends) into ncu_mlp.csv"
+  timeout ${NCU_SECONDS:-150} ncu --clock-control none \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
+    --csv "$build_path/benchmarks/cuda/train_step_cuda" --reps 3 --no-torch > "$out/ncu_mlp.csv" 2> "$out/ncu_mlp.err"
+  echo "ncu exit $?"
+  gzip -f "$out/ncu_mlp.csv"  # thousands of rows: the device tool brings back small files only
 fi
 
 if [ "${NCU_KERNELS:-0}" -gt 0 ] && command -v ncu >/dev/null; then

@@ -5,6 +5,8 @@
 #include "test_support.hpp"
 
 #include <luminal/parameter_store.hpp>
+#include <map>
+#include <stdlib.h>
 
 using namespace luminal;
 
@@ -12,6 +14,21 @@ namespace {
 constexpr Dim Batch{"Batch"};
 
 using test::require_throws_with;
+
+// Each kind of loop: a nest over a broadcast, a write through a permute, reductions over
+// a short last axis (through a pad) and over the batch, and a flat map.
+namespace chunk_test {
+auto x = input<"x", f32>(shape<Batch, 29>);
+auto b = input<"b", f32>(shape<29>);
+auto nest = tanh(x + b);
+auto permuted = transpose(exp(x));
+auto padded_sum = sum<1>(square(pad<1, 2, 3, 0.5>(x)));
+auto batch_max = max<0>(x);
+auto scaled = x * 3.0_c;
+constexpr Dim Rows{"Rows"};
+auto wide = input<"wide", f32>(shape<Rows, 300>);
+auto row_sum = sum<1>(wide * wide);  // 2000 outputs, enough to fill a GPU: a warp per output, or a block
+}  // namespace chunk_test
 }  // namespace
 
 TEST_CASE("cuda: long reductions run a block per output or per part and match the host", "[cuda]") {
@@ -112,6 +129,63 @@ TEST_CASE("cuda: cuda_graph captures once per buffer set and replays the same re
   graphed.run();
   REQUIRE(graphed.backend().graph_captures() == 2);
   test::require_close(graphed.output<0>(), plain.output<0>(), 1e-6, 1e-7);
+}
+
+TEST_CASE("cuda: kernels give the same results whatever each thread's chunk, with dependent launch or without",
+          "[cuda]") {
+  // 37 rows of 29 (chunk_test): chunks of 3, 5 and 8 end inside rows and past the end.
+  using namespace chunk_test;
+  using cuda_program = decltype(compile<cuda>(nest, permuted, padded_sum, batch_max, scaled, row_sum));
+  auto reference = compile<host>(nest, permuted, padded_sum, batch_max, scaled, row_sum);
+  const auto xv = test::random_array<float>({37, 29}, 21);
+  const auto bv = test::random_array<float>({29}, 22);
+  const auto wv = test::random_array<float>({2000, 300}, 23);
+  reference.bind("x", xv);
+  reference.bind("b", bv);
+  reference.bind("wide", wv);
+  reference.run();
+  // Settings with the same reduction kernels give the same bits: each element and each
+  // output is computed by the same code in the same order, whatever the chunks.
+  std::map<index_t, std::vector<std::vector<float>>> first;  // by warp_reduce_below
+  for (const cuda_launch_settings settings :
+       {cuda_launch_settings{1, 1, false, 0}, cuda_launch_settings{3, 2, true, 0},
+        cuda_launch_settings{8, 5, true, 4096}, cuda_launch_settings{4, 1, true, 4096}}) {
+    INFO("row_elements " << settings.row_elements << ", flat_elements " << settings.flat_elements
+                         << ", dependent_launch " << settings.dependent_launch << ", warp_reduce_below "
+                         << settings.warp_reduce_below);
+    cuda_program prog{cuda(settings)};
+    prog.bind("x", xv);
+    prog.bind("b", bv);
+    prog.bind("wide", wv);
+    prog.run();
+    std::vector<std::vector<float>> results;
+    auto check = [&](const auto& got, const auto& expected) {
+      test::require_close(got, expected, 1e-5, 1e-5);
+      results.emplace_back(got.begin(), got.end());
+    };
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (check(prog.template output<I>(), reference.template output<I>()), ...);
+    }(std::make_index_sequence<6>{});
+    auto [seen, fresh] = first.try_emplace(settings.warp_reduce_below, results);
+    if (!fresh) REQUIRE(results == seen->second);
+  }
+}
+
+TEST_CASE("cuda: launch settings from the environment, and a clear error for a bad one", "[cuda]") {
+  ::setenv("LUMINAL_CUDA_ROW_ELEMENTS", "6", 1);
+  ::setenv("LUMINAL_CUDA_DEPENDENT_LAUNCH", "0", 1);
+  const cuda_launch_settings read = cuda_launch_settings::from_environment();
+  CHECK(read.row_elements == 6);
+  CHECK(read.flat_elements == cuda_launch_settings{}.flat_elements);
+  CHECK(!read.dependent_launch);
+  CHECK(cuda{}.launch_settings().row_elements == 6);
+  ::setenv("LUMINAL_CUDA_ROW_ELEMENTS", "0", 1);
+  require_throws_with([] { cuda{}; }, "LUMINAL_CUDA_ROW_ELEMENTS is '0'; it must be a whole number from 1 to 64");
+  ::setenv("LUMINAL_CUDA_ROW_ELEMENTS", "4x", 1);
+  require_throws_with([] { cuda_launch_settings::from_environment(); }, "is '4x'");
+  ::unsetenv("LUMINAL_CUDA_ROW_ELEMENTS");
+  ::unsetenv("LUMINAL_CUDA_DEPENDENT_LAUNCH");
+  CHECK(cuda{}.launch_settings().row_elements == cuda_launch_settings{}.row_elements);
 }
 
 TEST_CASE("cuda: host memory cannot be bound without a copy", "[cuda]") {

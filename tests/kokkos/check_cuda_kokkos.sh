@@ -5,13 +5,18 @@
 # backends/luminal/backends/kokkos.hpp or the Kokkos parts of the CMake files.
 #
 #   tests/kokkos/check_cuda_kokkos.sh [work-dir]       (default /tmp/luminal-kokkos-cuda)
+#   CUDA_ARCH=90 tests/kokkos/check_cuda_kokkos.sh     (for an H100: see step 2)
 #
 # Debian ships no CUDA Kokkos, and PyPI's only Kokkos sources are the 3.4.01 copy inside
 # pykokkos-base 0.0.7. Kokkos 3.4 predates nvcc 13 and C++20 under nvcc, so four small
 # patches are applied to that copy first (marked below). Then:
 #   1. Kokkos is built and installed with Kokkos_ENABLE_CUDA, Kokkos_ARCH_AMPERE80, C++20;
 #   2. luminal is configured against it with the usual g++ (Kokkos' launcher sends the
-#      Kokkos-dependent compiles through nvcc_wrapper) and luminal_kokkos_tests is built;
+#      Kokkos-dependent compiles through nvcc_wrapper) and luminal_kokkos_tests is built.
+#      Kokkos 3.4 knows no architecture after Ampere, and its initialization refuses a GPU
+#      of another major version than the one its own kernels were compiled for. With
+#      CUDA_ARCH=90 (an H100 or H200) a copy of its sources builds "AMPERE80" as sm_90, into
+#      kokkos-install-sm90, and luminal into luminal-build-sm90;
 #   3. ctest -L kokkos_device must report every test as skipped (no GPU here), or run
 #      and pass them where a GPU is present.
 set -euo pipefail
@@ -60,16 +65,27 @@ open(path, "w").write(text.replace(old, new))
 EOF
 fi
 kokkos=$work/pykokkos-base-0.0.7/external/kokkos
+suffix=""
+if [ -n "${CUDA_ARCH:-}" ] && [ "$CUDA_ARCH" != 80 ]; then
+  suffix=-sm$CUDA_ARCH
+  if [ ! -d "kokkos$suffix" ]; then
+    cp -r "$kokkos" "kokkos$suffix"
+    sed -i "s/CHECK_CUDA_ARCH(AMPERE80  sm_80)/CHECK_CUDA_ARCH(AMPERE80  sm_$CUDA_ARCH)/" "kokkos$suffix/cmake/kokkos_arch.cmake"
+    grep -q "sm_$CUDA_ARCH" "kokkos$suffix/cmake/kokkos_arch.cmake" || { echo "kokkos_arch.cmake: AMPERE80 not found" >&2; exit 1; }
+  fi
+  kokkos=$work/kokkos$suffix
+fi
+install=$work/kokkos-install$suffix
 
-if [ ! -f kokkos-install/lib/cmake/Kokkos/KokkosConfig.cmake ]; then
-  cmake -S "$kokkos" -B kokkos-build -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$work/kokkos-install" \
+if [ ! -f "$install/lib/cmake/Kokkos/KokkosConfig.cmake" ]; then
+  cmake -S "$kokkos" -B "kokkos-build$suffix" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$install" \
     -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=20 -DKokkos_CXX_STANDARD=20 \
     -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_AMPERE80=ON
-  cmake --build kokkos-build -j"$(nproc)"
-  cmake --install kokkos-build
+  cmake --build "kokkos-build$suffix" -j"$(nproc)"
+  cmake --install "kokkos-build$suffix"
 fi
 
-cmake -S "$source_dir" -B luminal-build -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$work/kokkos-install" \
+cmake -S "$source_dir" -B "luminal-build$suffix" -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$install" \
   -DLUMINAL_ENABLE_CUDA=OFF -DLUMINAL_BUILD_BENCHMARKS=OFF -DLUMINAL_BUILD_EXAMPLES=OFF | grep "luminal:"
-cmake --build luminal-build -j"$(nproc)" --target luminal_kokkos_tests
-ctest --test-dir luminal-build -L kokkos_device
+cmake --build "luminal-build$suffix" -j"$(nproc)" --target luminal_kokkos_tests
+ctest --test-dir "luminal-build$suffix" -L kokkos_device

@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -32,6 +33,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <luminal/backend.hpp>
@@ -63,12 +65,29 @@ inline void cublas_check(cublasStatus_t status, const char* call) {
 
 inline constexpr int cuda_block = 256;  // threads per block; the reduction needs a power of 2
 
-/// One index per thread, grid-stride: body(i, i + 1) is the host's chunk functor on a
-/// chunk of one, so the host and the device run the same code.
+/// Every kernel's first step. With programmatic dependent launch (basic_cuda's
+/// dependent_launch: Hopper and later), a kernel may be started while the kernel before it
+/// on the stream still runs; it waits here until that one has finished and its writes are
+/// visible, then lets the next kernel start in turn. The launch of each kernel then
+/// overlaps the end of the one before, instead of following it. Launched without that
+/// attribute (or before sm_90), both instructions do nothing.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// Grid-stride over chunks of `per_thread` consecutive indices: body(begin, end) is the
+/// host's chunk functor, so the host and the device run the same code. A chunk of more
+/// than one lets a loop nest advance its coordinates along a row instead of recomputing
+/// them (divisions included) for every element.
 template <class Body>
-__global__ void __launch_bounds__(cuda_block) for_each_kernel(Body body, index_t n) {
-  const index_t stride = index_t(gridDim.x) * blockDim.x;
-  for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) body(i, i + 1);
+__global__ void __launch_bounds__(cuda_block) for_each_kernel(Body body, index_t n, index_t per_thread) {
+  wait_for_previous_kernel();
+  const index_t stride = index_t(gridDim.x) * blockDim.x * per_thread;
+  for (index_t i = (index_t(blockIdx.x) * blockDim.x + threadIdx.x) * per_thread; i < n; i += stride)
+    body(i, i + per_thread < n ? i + per_thread : n);
 }
 
 /// The threads' values `acc` combined in shared memory; thread 0 gets the result.
@@ -93,6 +112,7 @@ template <class Body>
 __global__ void __launch_bounds__(cuda_block) block_reduce_kernel(Body body, index_t outputs, index_t extent) {
   using T = typename Body::value_type;
   __shared__ T partial[cuda_block];
+  wait_for_previous_kernel();
   for (index_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     T acc = body.identity();
     for (index_t k = threadIdx.x; k < extent; k += blockDim.x) acc = body.combine(acc, body.element(o, k));
@@ -101,6 +121,29 @@ __global__ void __launch_bounds__(cuda_block) block_reduce_kernel(Body body, ind
   }
 }
 
+/// One warp per output (grid-stride over outputs): the lanes stride over the reduced axis
+/// and combine by shuffles, with no shared memory and no block-wide barrier. For axes too
+/// short to keep a block's 256 threads busy (a softmax over 128 keys, a norm over 256
+/// features), eight outputs share a block.
+template <class Body>
+__global__ void __launch_bounds__(cuda_block) warp_reduce_kernel(Body body, index_t outputs, index_t extent) {
+  wait_for_previous_kernel();
+  constexpr unsigned warp = 32;
+  const unsigned lane = threadIdx.x % warp;
+  const index_t warps = index_t(gridDim.x) * (blockDim.x / warp);
+  for (index_t o = index_t(blockIdx.x) * (blockDim.x / warp) + threadIdx.x / warp; o < outputs; o += warps) {
+    auto acc = body.identity();
+    for (index_t k = lane; k < extent; k += warp) acc = body.combine(acc, body.element(o, k));
+    for (unsigned offset = warp / 2; offset > 0; offset /= 2)
+      acc = body.combine(acc, __shfl_down_sync(0xffffffffu, acc, offset));
+    if (lane == 0) body.store(o, acc);
+  }
+}
+
+/// Whether warp shuffles carry values of type T (warp_reduce_kernel).
+template <class T>
+inline constexpr bool shuffles = std::is_arithmetic_v<T> && !std::is_same_v<T, bool> && sizeof(T) >= 4;
+
 /// The first pass of a reduction to few outputs: block b reduces part b % parts of output
 /// b / parts (consecutive slices of the reduced axis) into parts_out[b].
 template <class Body>
@@ -108,6 +151,7 @@ __global__ void __launch_bounds__(cuda_block) partial_reduce_kernel(Body body, i
                                                                     typename Body::value_type* parts_out) {
   using T = typename Body::value_type;
   __shared__ T partial[cuda_block];
+  wait_for_previous_kernel();
   const index_t o = index_t(blockIdx.x) / parts, part = index_t(blockIdx.x) % parts;
   const index_t slice = (extent + parts - 1) / parts;
   const index_t begin = part * slice, end = begin + slice < extent ? begin + slice : extent;
@@ -121,6 +165,7 @@ __global__ void __launch_bounds__(cuda_block) partial_reduce_kernel(Body body, i
 template <class Body>
 __global__ void __launch_bounds__(cuda_block) combine_parts_kernel(Body body, index_t outputs, index_t parts,
                                                                    const typename Body::value_type* parts_in) {
+  wait_for_previous_kernel();
   for (index_t o = index_t(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs; o += index_t(gridDim.x) * blockDim.x) {
     auto acc = body.identity();
     for (index_t p = 0; p < parts; ++p) acc = body.combine(acc, parts_in[o * parts + p]);
@@ -170,6 +215,7 @@ struct cuda_state {
   };
   int device = 0;
   int multiprocessors = 1;
+  int compute_major = 0;  // the device's compute capability, major version
   std::shared_ptr<device_stream> shared_stream;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
@@ -184,6 +230,7 @@ struct cuda_state {
   cuda_state() {
     LUMINAL_CUDA_CHECK(cudaGetDevice(&device));
     LUMINAL_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+    LUMINAL_CUDA_CHECK(cudaDeviceGetAttribute(&compute_major, cudaDevAttrComputeCapabilityMajor, device));
     shared_stream = device_stream::of(device);
     stream = shared_stream->get();
     LUMINAL_CUDA_CHECK(cudaMalloc(&reduce_parts, reduce_parts_bytes));
@@ -217,6 +264,71 @@ inline int cublas_int(index_t v, const char* what) {
 
 }  // namespace detail
 
+/// How a backend object spreads kernels over the GPU. The defaults need no tuning;
+/// benchmarks compare other values without a rebuild through the environment variables
+/// named below, read when the backend object is made (a value out of range throws
+/// std::invalid_argument naming the variable).
+///
+///     cuda gpu(cuda_launch_settings{.row_elements = 8});
+///     decltype(compile<cuda>(y)) prog(gpu);   // a program takes its backend object
+struct cuda_launch_settings {
+  /// Consecutive elements each thread takes in a kernel that walks the rows of a loop
+  /// nest (a view's coordinates, a reduction's outputs): the coordinates are computed once
+  /// per chunk and advance along the row. LUMINAL_CUDA_ROW_ELEMENTS.
+  index_t row_elements = 4;
+  /// The same for flat loops (index i reads index i: maps, an optimizer's update), which
+  /// compute no coordinates: one element keeps a warp's loads on consecutive addresses.
+  /// LUMINAL_CUDA_FLAT_ELEMENTS.
+  index_t flat_elements = 1;
+  /// Programmatic dependent launch, on GPUs that have it (compute capability 9.0, Hopper,
+  /// and later): each kernel is started while the one before it still runs, and waits for
+  /// its results on the GPU (detail::wait_for_previous_kernel). LUMINAL_CUDA_DEPENDENT_LAUNCH
+  /// (0 or 1).
+  bool dependent_launch = true;
+  /// Reduced axes shorter than this take a warp per output (warp_reduce_kernel) when there
+  /// are enough outputs to fill the GPU, longer ones a block; 0: always a block.
+  /// LUMINAL_CUDA_WARP_REDUCE_BELOW.
+  index_t warp_reduce_below = 4096;
+
+  static cuda_launch_settings from_environment() {
+    cuda_launch_settings s;
+    s.row_elements = read("LUMINAL_CUDA_ROW_ELEMENTS", s.row_elements, 64);
+    s.flat_elements = read("LUMINAL_CUDA_FLAT_ELEMENTS", s.flat_elements, 64);
+    s.dependent_launch = read("LUMINAL_CUDA_DEPENDENT_LAUNCH", s.dependent_launch, 1, 0) != 0;
+    s.warp_reduce_below = read("LUMINAL_CUDA_WARP_REDUCE_BELOW", s.warp_reduce_below, index_t(1) << 40, 0);
+    return s;
+  }
+
+ private:
+  static index_t read(const char* name, index_t fallback, index_t most, index_t least = 1) {
+    const char* text = std::getenv(name);
+    if (!text || !*text) return fallback;
+    char* end = nullptr;
+    long long value = std::strtoll(text, &end, 10);
+    if (*end != '\0' || value < least || value > most)
+      throw std::invalid_argument(std::string("luminal: the environment variable ") + name + " is '" + text +
+                                  "'; it must be a whole number from " + std::to_string(least) + " to " +
+                                  std::to_string(most));
+    return index_t(value);
+  }
+};
+
+namespace detail {
+/// Whether a kernel body walks the rows of a loop nest (cuda_launch_settings::row_elements)
+/// rather than running a flat loop: what eval.hpp's is_flat says of an elementwise
+/// kernel's expression, and every reduction. Other bodies (fills, additions, an
+/// optimizer's) are flat.
+template <class Body>
+inline constexpr bool walks_rows = false;
+template <class P, int Id>
+inline constexpr bool walks_rows<elementwise_kernel<P, Id>> = [] {
+  using K = elementwise_kernel<P, Id>;
+  return !(K::where::permute < 0 && evaluator<P>::template is_flat<K::it, K::root>());
+}();
+template <class P, int Id>
+inline constexpr bool walks_rows<reduce_kernel<P, Id>> = true;
+}  // namespace detail
+
 /// Runs programs on the current CUDA device: `compile<cuda>(y)`. Every luminal object on
 /// a device launches its kernels, GEMMs and copies on that device's one stream, in the
 /// order the host issues them, and the host does not wait for them: a training step
@@ -243,6 +355,10 @@ struct basic_cuda {
   /// many, the least recently used graph goes, and a key seen again after that is run
   /// uncaptured first.
   static constexpr std::size_t graph_cache = 16;
+
+  basic_cuda() : settings_(cuda_launch_settings::from_environment()) {}
+  explicit basic_cuda(const cuda_launch_settings& settings) : settings_(settings) {}
+  const cuda_launch_settings& launch_settings() const { return settings_; }
 
   /// CUDA devices this process can use; 0 without a GPU or driver (never throws).
   static int device_count() noexcept {
@@ -293,14 +409,15 @@ struct basic_cuda {
     LUMINAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, state().stream));
   }
 
-  /// Launches body over [0, n) on the stream, one index per thread; does not wait.
+  /// Launches body over [0, n) on the stream, a chunk of consecutive indices per thread
+  /// (cuda_launch_settings); does not wait.
   template <class Body>
   void parallel_for(index_t n, const Body& body) {
     if (n <= 0) return;
     auto& s = state();
+    const index_t per_thread = detail::walks_rows<Body> ? settings_.row_elements : settings_.flat_elements;
     // Kernel bodies name their graph by number (flat.hpp), so the kernel's type stays small.
-    detail::for_each_kernel<<<grid(n, s), detail::cuda_block, 0, s.stream>>>(body, n);
-    LUMINAL_CUDA_CHECK(cudaGetLastError());
+    launch_kernel(s, detail::for_each_kernel<Body>, grid((n + per_thread - 1) / per_thread, s), body, n, per_thread);
   }
 
   /// A reduction of `outputs` values over `extent` elements each (loop_kernels.hpp's
@@ -319,18 +436,26 @@ struct basic_cuda {
     if (outputs < busy && parts > 1 &&
         std::size_t(outputs * parts) * sizeof(T) <= detail::cuda_state::reduce_parts_bytes) {
       T* parts_memory = static_cast<T*>(s.reduce_parts);
-      detail::partial_reduce_kernel<<<unsigned(outputs * parts), detail::cuda_block, 0, s.stream>>>(
-          body, extent, parts, parts_memory);
-      LUMINAL_CUDA_CHECK(cudaGetLastError());
-      detail::combine_parts_kernel<<<grid(outputs, s), detail::cuda_block, 0, s.stream>>>(body, outputs, parts,
-                                                                                           parts_memory);
-      LUMINAL_CUDA_CHECK(cudaGetLastError());
+      launch_kernel(s, detail::partial_reduce_kernel<Body>, unsigned(outputs * parts), body, extent, parts,
+                    parts_memory);
+      launch_kernel(s, detail::combine_parts_kernel<Body>, grid(outputs, s), body, outputs, parts,
+                    static_cast<const T*>(parts_memory));
       return;
     }
+    if constexpr (detail::shuffles<T>) {
+      // A warp per output only where the outputs alone fill the GPU: few outputs over a
+      // long axis (an MLP's bias gradients: 512 sums of a batch) keep a block each, whose
+      // threads share each output's loads.
+      if (extent < settings_.warp_reduce_below && outputs >= busy) {
+        constexpr index_t warps_per_block = detail::cuda_block / 32;
+        index_t blocks = std::min<index_t>((outputs + warps_per_block - 1) / warps_per_block,
+                                           index_t(s.multiprocessors) * 64);
+        launch_kernel(s, detail::warp_reduce_kernel<Body>, unsigned(blocks), body, outputs, extent);
+        return;
+      }
+    }
     index_t blocks = std::min<index_t>(outputs, index_t(s.multiprocessors) * 64);
-    detail::block_reduce_kernel<<<unsigned(blocks), detail::cuda_block, 0, s.stream>>>(
-        body, outputs, extent);
-    LUMINAL_CUDA_CHECK(cudaGetLastError());
+    launch_kernel(s, detail::block_reduce_kernel<Body>, unsigned(blocks), body, outputs, extent);
   }
 
   /// Row-major C = op(A) op(B) through column-major cuBLAS: C^T = op(B)^T op(A)^T, i.e.
@@ -430,6 +555,24 @@ struct basic_cuda {
     if (!state_) state_ = std::make_shared<detail::cuda_state>();
     return *state_;
   }
+  /// Launches kernel(args...) on `blocks` blocks of cuda_block threads, on the stream;
+  /// with programmatic dependent launch where the settings and the GPU allow it.
+  template <class... Params, class... Args>
+  void launch_kernel(detail::cuda_state& s, void (*kernel)(Params...), unsigned blocks, const Args&... args) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(detail::cuda_block);
+    config.dynamicSmemBytes = 0;
+    config.stream = s.stream;
+    cudaLaunchAttribute dependent{};
+    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    dependent.val.programmaticStreamSerializationAllowed = 1;
+    if (settings_.dependent_launch && s.compute_major >= 9) {
+      config.attrs = &dependent;
+      config.numAttrs = 1;
+    }
+    LUMINAL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, Params(args)...));
+  }
   static unsigned grid(index_t n, const detail::cuda_state& s) {
     index_t blocks = (n + detail::cuda_block - 1) / detail::cuda_block;
     return unsigned(std::min<index_t>(blocks, index_t(s.multiprocessors) * 32));  // grid-stride beyond
@@ -453,6 +596,7 @@ struct basic_cuda {
     return exec;
   }
 
+  cuda_launch_settings settings_;
   std::shared_ptr<detail::cuda_state> state_;
 };
 
