@@ -2,6 +2,7 @@
 // Kernels are the same functors the host backend runs, launched with parallel_for.
 #pragma once
 #include <Kokkos_Core.hpp>
+#include <optional>
 
 #include <luminal/backend.hpp>
 
@@ -69,21 +70,33 @@ struct kokkos {
   template <class T>
   void gemm(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const T* a, index_t lda, const T* b,
             index_t ldb, T* c, index_t ldc) {
-    Kokkos::parallel_for("luminal::gemm", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_t>>(0, m * n),
+    Kokkos::parallel_for("luminal::gemm",
+                         Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_t>>(space(), 0, m * n),
                          detail::kokkos_gemm_body<T>{trans_a, trans_b, n, k, a, lda, b, ldb, c, ldc});
-    ExecSpace().fence();
+    space().fence();
   }
 
  private:
   template <class Body>
   void launch(index_t n, const Body& body) {
     // Host spaces get a few large chunks (tight inner loops); devices one index each.
-    index_t chunk = host_accessible ? std::max<index_t>(1, n / (4 * index_t(ExecSpace().concurrency()))) : 1;
+    index_t chunk = host_accessible ? std::max<index_t>(1, n / (4 * index_t(space().concurrency()))) : 1;
     index_t chunks = (n + chunk - 1) / chunk;
-    Kokkos::parallel_for("luminal::kernel", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_t>>(0, chunks),
+    Kokkos::parallel_for("luminal::kernel",
+                         Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_t>>(space(), 0, chunks),
                          detail::kokkos_chunked<Body>{body, n, chunk});
-    ExecSpace().fence();
+    space().fence();
   }
+
+  // One instance, made at the first launch (Kokkos must be initialized by then) and
+  // copied into every policy: a Kokkos::Cuda() made per launch allocated on the host heap
+  // (Kokkos 3.4 keeps its instance in a std::shared_ptr with a custom deleter), twice per
+  // kernel of every run.
+  ExecSpace& space() {
+    if (!space_) space_.emplace();
+    return *space_;
+  }
+  std::optional<ExecSpace> space_;
 
   template <class To, class From>
   static void copy(void* dst, const void* src, std::size_t bytes) {
