@@ -155,7 +155,6 @@ inline int cublas_int(index_t v, const char* what) {
 
 }  // namespace detail
 
-
 /// Runs programs on the current CUDA device: `compile<cuda>(y)`. Every luminal object on
 /// a device launches its kernels, GEMMs and copies on that device's one stream, in the
 /// order the host issues them, and the host does not wait for them: a training step
