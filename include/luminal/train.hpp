@@ -269,7 +269,8 @@ auto build_train_step(Loss loss, Opt opt, Exchange exchange, boost::mp11::mp_lis
                 "luminal: compile_train_step: every parameter must have the loss's element type");
   auto grads = clip_gradients<Clipping>(exchange(tail(value_and_grad(loss, P{}...))));
   return [&]<std::size_t... J>(std::index_sequence<J...>) {
-    auto updates = std::tuple{Opt::update(P{}, std::get<J>(grads))...};
+    // make_tuple: with one parameter, std::tuple{update} would copy the update's own tuple.
+    auto updates = std::make_tuple(Opt::update(P{}, std::get<J>(grads))...);
     auto outputs = std::tuple_cat(std::tuple{loss}, std::tuple{std::get<0>(std::get<J>(updates))...},
                                   tail(std::get<J>(updates))...);
     auto prog = std::apply([](auto... o) { return compile<B, Policy>(o...); }, outputs);

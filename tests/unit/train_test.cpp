@@ -235,6 +235,31 @@ TEST_CASE("train step: a NaN loss throws and leaves the parameters as they were"
   REQUIRE_THROWS_AS(step.bind("optim.lr", xs), input_error);
 }
 
+TEST_CASE("train step: a model of one parameter, whose gradient reads it through a view", "[train]") {
+  // One parameter: the step's outputs are the loss, the update and its one state tensor.
+  auto W = param<"W", f64>(shape<3, 3>);
+  auto X = input<"X", f64>(shape<3, 3>);
+  auto twisted = sum(W * transpose(W) * X);  // its gradient, X W^T + (X W)^T elementwise, reads W transposed
+  auto step = compile_train_step(twisted, sgd{.lr = 0.1f, .momentum = 0.5f});
+  STATIC_REQUIRE(decltype(step)::slot_count == 2);
+  auto gradient = compile(grad(twisted, W));
+  arr wv = test::random_array<double>({3, 3}, 5), xv = test::random_array<double>({3, 3}, 6);
+  arr velocity = xt::zeros<double>({3, 3});
+  tensor_store values;
+  values.set("W", wv);
+  step.store().assign(values);
+  step.bind("X", xv);
+  gradient.bind("X", xv);
+  for (int t = 0; t < 3; ++t) {
+    step.run();
+    gradient.bind("W", wv);
+    gradient.run();
+    velocity = arr(double(0.5f) * velocity + gradient.output());  // the step binds its hyperparameters as floats
+    wv = arr(wv - double(0.1f) * velocity);
+  }
+  test::require_close(step.store().get<double>("W"), wv, 1e-10, 1e-10);
+}
+
 TEST_CASE("train step: resuming from a checkpoint reproduces the uninterrupted run", "[train][checkpoint]") {
   const auto dir = std::filesystem::temp_directory_path() / ("luminal_train_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
