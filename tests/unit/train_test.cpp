@@ -41,6 +41,15 @@ std::pair<arr, arr> gradients(const arr& xs, const arr& ys, const arr& wv, const
   return {prog.output<1>(), prog.output<2>()};
 }
 
+/// torch.optim.SGD's update of one tensor (dampening 0), with the step's hyperparameters
+/// as it binds them: floats widened to double.
+void sgd_reference(arr& p, arr& buffer, const arr& g, const sgd& options) {
+  const double lr = options.lr, mu = options.momentum, wd = options.weight_decay;
+  arr d = g + wd * p;
+  buffer = mu * buffer + d;
+  p = p - lr * (options.nesterov ? arr(d + mu * buffer) : buffer);
+}
+
 tensor_store initial_values() {
   tensor_store values;
   values.set("w", arr(test::random_array<double>({2, 3}, 1)));
@@ -62,16 +71,10 @@ TEST_CASE("train step: sgd with momentum, nesterov and weight decay follows torc
     step.bind("y", ys);
     arr wv = initial_values().get<double>("w"), bv = initial_values().get<double>("b");
     arr wbuf = xt::zeros<double>({2, 3}), bbuf = xt::zeros<double>({2});
-    const double lr = options.lr, mu = options.momentum, wd = options.weight_decay;
     for (int t = 1; t <= 4; ++t) {
       auto [gw, gb] = gradients(xs, ys, wv, bv);
-      auto update = [&](arr& p, arr& buf, const arr& g) {
-        arr d = g + wd * p;
-        buf = mu * buf + d;
-        p = p - lr * (nesterov ? arr(d + mu * buf) : buf);
-      };
-      update(wv, wbuf, gw);
-      update(bv, bbuf, gb);
+      sgd_reference(wv, wbuf, gw, options);
+      sgd_reference(bv, bbuf, gb, options);
       step.run();
       test::require_close(step.store().get<double>("w"), wv, 1e-6, 1e-7);
       test::require_close(step.store().get<double>("b"), bv, 1e-6, 1e-7);
@@ -240,7 +243,8 @@ TEST_CASE("train step: a model of one parameter, whose gradient reads it through
   auto W = param<"W", f64>(shape<3, 3>);
   auto X = input<"X", f64>(shape<3, 3>);
   auto twisted = sum(W * transpose(W) * X);  // its gradient, X W^T + (X W)^T elementwise, reads W transposed
-  auto step = compile_train_step(twisted, sgd{.lr = 0.1f, .momentum = 0.5f});
+  const sgd options{.lr = 0.1f, .momentum = 0.5f};
+  auto step = compile_train_step(twisted, options);
   STATIC_REQUIRE(decltype(step)::slot_count == 2);
   auto gradient = compile(grad(twisted, W));
   arr wv = test::random_array<double>({3, 3}, 5), xv = test::random_array<double>({3, 3}, 6);
@@ -254,8 +258,7 @@ TEST_CASE("train step: a model of one parameter, whose gradient reads it through
     step.run();
     gradient.bind("W", wv);
     gradient.run();
-    velocity = arr(double(0.5f) * velocity + gradient.output());  // the step binds its hyperparameters as floats
-    wv = arr(wv - double(0.1f) * velocity);
+    sgd_reference(wv, velocity, gradient.output(), options);
   }
   test::require_close(step.store().get<double>("W"), wv, 1e-10, 1e-10);
 }
