@@ -44,14 +44,15 @@ struct input_binding {
   bool bound = false;
 };
 
-template <class Nodes, class L>
-consteval leaf_entry leaf_entry_of() {
-  return {L::name.view(), L::role, dtype_of<typename L::value_type>(), sizeof(typename L::value_type), node_id<Nodes, L>,
+// Over the leaf and its position, not the node list: see detail::position_in.
+template <class L>
+consteval leaf_entry leaf_entry_of(int node) {
+  return {L::name.view(), L::role, dtype_of<typename L::value_type>(), sizeof(typename L::value_type), node,
           L::shape::rank, L::shape::dims.data(), L::shape::text.view()};
 }
 template <class Nodes, class... L>
 consteval std::array<leaf_entry, sizeof...(L)> make_leaf_entries(boost::mp11::mp_list<L...>) {
-  return {leaf_entry_of<Nodes, L>()...};
+  return {leaf_entry_of<L>(node_index<Nodes, L>::value)...};
 }
 
 /// The inputs `Leaves` of the graph `Nodes`, in the order of Leaves.

@@ -16,7 +16,7 @@ std::string to_dot(Outputs...) {
   using nodes = topo_nodes<std::remove_cvref_t<Outputs>...>;
   constexpr auto table = graph_table<nodes>;
   constexpr auto& labels = detail::node_labels<nodes>;
-  constexpr std::array<int, sizeof...(Outputs)> outputs{node_id<nodes, std::remove_cvref_t<Outputs>>...};
+  constexpr std::array<int, sizeof...(Outputs)> outputs{node_index<nodes, std::remove_cvref_t<Outputs>>::value...};
   std::ostringstream dot;
   dot << "digraph luminal {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n";
   for (std::size_t i = 0; i < table.size(); ++i) {

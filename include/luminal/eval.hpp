@@ -65,8 +65,9 @@ struct program_layout {
   using extents = detail::node_extents<Nodes, max_rank>;
   /// The arena's buffers and the kernels that use each (rematerialize.hpp).
   static constexpr auto buffers = detail::arena_buffers<detail::arena_buffer_count(table, plan)>(table, plan);
+  /// Node N's position: `Layout::template id<N>::value` (a type: see node_index).
   template <class N>
-  static constexpr int id = node_id<Nodes, N>;
+  using id = node_index<Nodes, N>;
 };
 
 namespace detail {

@@ -66,7 +66,7 @@ auto static_extents(std::index_sequence<K...>)
     -> std::integer_sequence<index_t, (S::dims[K].is_static() ? index_t(S::dims[K].offset) : index_t(-1))...>;
 
 template <class L, class... C>
-auto child_ids(boost::mp11::mp_list<C...>) -> std::integer_sequence<int, L::template id<C>...>;
+auto child_ids(boost::mp11::mp_list<C...>) -> std::integer_sequence<int, L::template id<C>::value...>;
 
 template <class N>
 auto op_of() {

@@ -5,6 +5,9 @@
 #include <array>
 #include <boost/mp11/algorithm.hpp>
 #include <boost/mp11/list.hpp>
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
 
 #include "node.hpp"
 
@@ -15,17 +18,28 @@ namespace detail {
 // builtin: one instantiation per query. mp11's mp_contains / mp_find instantiate
 // std::is_same once per list element and query, which for graphs of a few hundred nodes
 // was most of the compile time and memory.
+//
+// Facts about a graph are types (integral constants, integer sequences), never variables
+// or functions whose template arguments name the node list: GCC mangles the name of every
+// variable and function a program instantiates, even one used only at compile time, and a
+// name that spells a list of n nodes costs about n squared to mangle (its mangler looks up
+// each part among the parts before it). position_in<L, N> is a class whose value is
+// std::integral_constant<int, i>::value, a short name.
+
+/// The index of the first true in `same`, or its size if none is.
+consteval int first_true(std::initializer_list<bool> same) {
+  int i = 0;
+  for (bool b : same) {
+    if (b) return i;
+    ++i;
+  }
+  return i;
+}
+
 template <class L, class N>
 struct position_in;
 template <class... T, class N>
-struct position_in<boost::mp11::mp_list<T...>, N> {
-  static constexpr int value = [] {
-    constexpr bool same[] = {__is_same(T, N)..., true};
-    int i = 0;
-    while (!same[i]) ++i;
-    return i;
-  }();
-};
+struct position_in<boost::mp11::mp_list<T...>, N> : std::integral_constant<int, first_true({__is_same(T, N)...})> {};
 
 template <class Visited, class N>
 struct visit;
@@ -61,9 +75,10 @@ struct visit {
 template <class... Outputs>
 using topo_nodes = typename detail::visit_all<boost::mp11::mp_list<>, boost::mp11::mp_list<Outputs...>>::type;
 
-/// Position of node type N in the list L.
+/// Position of node type N in the list L, as `node_index<L, N>::value` (a type, not a
+/// variable template: see position_in).
 template <class L, class N>
-inline constexpr int node_id = detail::position_in<L, N>::value;
+using node_index = detail::position_in<L, N>;
 
 /// One row of the flat graph table.
 struct node_info {
@@ -80,17 +95,53 @@ struct node_info {
 };
 
 namespace detail {
+/// What the table needs of a node, without its children's types: the helpers below are
+/// instantiated per distinct signature, and their names stay short (see position_in).
+template <op_kind Kind, class Op, class Shape, class ChildShape, std::size_t ElementBytes>
+struct node_signature {
+  static constexpr op_kind kind = Kind;
+  using op = Op;
+  using shape = Shape;
+  using child_shape = ChildShape;
+  static constexpr int element_bytes = int(ElementBytes);
+};
 template <class N>
+struct op_or_void {
+  using type = void;
+};
+template <computed_node N>
+struct op_or_void<N> {
+  using type = typename N::op;
+};
+template <class Children>
+struct first_shape {
+  using type = void;
+};
+template <class First, class... Rest>
+struct first_shape<boost::mp11::mp_list<First, Rest...>> {
+  using type = typename First::shape;
+};
+template <class N>
+using signature_of = node_signature<N::kind, typename op_or_void<N>::type, typename N::shape,
+                                    typename first_shape<typename N::children>::type, sizeof(typename N::value_type)>;
+template <class L, class Children>
+struct child_ids;
+template <class L, class... C>
+struct child_ids<L, boost::mp11::mp_list<C...>> {
+  using type = std::integer_sequence<int, position_in<L, C>::value...>;
+};
+
+template <class S>
 constexpr int op_cost() {
-  if constexpr (N::kind == op_kind::map) return N::op::functor::cost;
-  else if constexpr (N::kind == op_kind::view) return 2;
+  if constexpr (S::kind == op_kind::map) return S::op::functor::cost;
+  else if constexpr (S::kind == op_kind::view) return 2;
   else return 1;
 }
-template <class N>
+template <class S>
 constexpr bool last_two_transpose() {
-  if constexpr (N::kind == op_kind::view) {
-    if constexpr (requires { N::op::order; }) {
-      constexpr auto order = N::op::order;
+  if constexpr (S::kind == op_kind::view) {
+    if constexpr (requires { S::op::order; }) {
+      constexpr auto order = S::op::order;
       constexpr std::size_t R = order.size();
       if (R < 2) return false;
       for (std::size_t k = 0; k + 2 < R; ++k)
@@ -100,12 +151,12 @@ constexpr bool last_two_transpose() {
   }
   return false;
 }
-template <class N>
+template <class S>
 constexpr bool batch_expand() {
-  if constexpr (N::kind == op_kind::view) {
-    if constexpr (N::op::name == std::string_view("expand")) {
-      using In = typename boost::mp11::mp_first<typename N::children>::shape;
-      using Out = typename N::shape;
+  if constexpr (S::kind == op_kind::view) {
+    if constexpr (S::op::name == std::string_view("expand")) {
+      using In = typename S::child_shape;
+      using Out = typename S::shape;
       if constexpr (In::rank >= 2) {
         return In::dims[In::rank - 1] == Out::dims[Out::rank - 1] &&
                In::dims[In::rank - 2] == Out::dims[Out::rank - 2];
@@ -114,15 +165,15 @@ constexpr bool batch_expand() {
   }
   return false;
 }
-/// How many output elements of view N show each element of its child: the product of the
+/// How many output elements of view S show each element of its child: the product of the
 /// extents an expand stretches from 1 (a symbolic one counts as 16), else 1.
-template <class N>
+template <class S>
 constexpr int expansion() {
-  if constexpr (N::kind != op_kind::view) {
+  if constexpr (S::kind != op_kind::view) {
     return 1;
-  } else if constexpr (N::op::name == std::string_view("expand")) {
-    using In = typename boost::mp11::mp_first<typename N::children>::shape;
-    using Out = typename N::shape;
+  } else if constexpr (S::op::name == std::string_view("expand")) {
+    using In = typename S::child_shape;
+    using Out = typename S::shape;
     long long times = 1;
     for (std::size_t k = 0; k < In::rank; ++k) {
       const Dim& out = Out::dims[k + (Out::rank - In::rank)];
@@ -135,27 +186,24 @@ constexpr int expansion() {
     return 1;
   }
 }
-template <class L, class... C>
-constexpr void fill_children(node_info& info, boost::mp11::mp_list<C...>) {
-  ((info.children[info.child_count++] = node_id<L, C>), ...);
-}
-template <class L, class N>
-constexpr node_info make_info() {
+template <class S, int... Children>
+constexpr node_info make_info(std::integer_sequence<int, Children...>) {
   node_info info;
-  info.kind = N::kind;
-  info.cost = op_cost<N>();
-  info.rank = int(N::shape::rank);
-  info.element_bytes = int(sizeof(typename N::value_type));
-  info.is_last_two_transpose = last_two_transpose<N>();
-  info.is_batch_expand = batch_expand<N>();
-  info.expansion = expansion<N>();
-  if constexpr (N::kind == op_kind::view) info.is_reshape = requires { N::op::is_reshape; };
-  fill_children<L>(info, typename N::children{});
+  info.kind = S::kind;
+  info.cost = op_cost<S>();
+  info.rank = int(S::shape::rank);
+  info.element_bytes = S::element_bytes;
+  info.is_last_two_transpose = last_two_transpose<S>();
+  info.is_batch_expand = batch_expand<S>();
+  info.expansion = expansion<S>();
+  if constexpr (S::kind == op_kind::view) info.is_reshape = requires { S::op::is_reshape; };
+  ((info.children[info.child_count++] = Children), ...);
   return info;
 }
 template <class L, class... N>
 constexpr auto make_table(boost::mp11::mp_list<N...>) {
-  return std::array<node_info, sizeof...(N)>{make_info<L, N>()...};
+  return std::array<node_info, sizeof...(N)>{
+      make_info<signature_of<N>>(typename child_ids<L, typename N::children>::type{})...};
 }
 /// Whether a node table holds a node of this kind.
 template <std::size_t N>

@@ -62,10 +62,10 @@ struct kernel_runner {
   detail::exchange_state* exchange = nullptr;  // the program's, for exchange kernels
 
   template <class N>
-  auto* data_of() const { return static_cast<typename N::value_type*>(buffers[Layout::template id<N>]); }
+  auto* data_of() const { return static_cast<typename N::value_type*>(buffers[Layout::template id<N>::value]); }
 
   template <class N>
-  const index_t* dims_of() const { return dims + Layout::template id<N> * Layout::max_rank; }
+  const index_t* dims_of() const { return dims + Layout::template id<N>::value * Layout::max_rank; }
   template <class N>
   index_t count_of() const {
     index_t n = 1;
@@ -86,8 +86,8 @@ struct kernel_runner {
   template <class N>
   void run() {
     using T = typename N::value_type;
-    T* out = static_cast<T*>(buffers[Layout::template id<N>]);
-    constexpr int id = Layout::template id<N>;
+    T* out = static_cast<T*>(buffers[Layout::template id<N>::value]);
+    constexpr int id = Layout::template id<N>::value;
     if constexpr (N::kind == op_kind::reduce) {
       using Child = boost::mp11::mp_first<typename N::children>;
       index_t extent = dims_of<Child>()[N::op::axis];
@@ -111,7 +111,7 @@ struct kernel_runner {
   template <class Operand>
   struct gemm_operand {
     static constexpr auto& table = Layout::table;
-    static constexpr int operand_id = Layout::template id<Operand>;
+    static constexpr int operand_id = Layout::template id<Operand>::value;
     static constexpr int base_id = detail::gemm_operand_base(table, operand_id);
     static constexpr int memory_id = Layout::plan.gemm_base[std::size_t(operand_id)];
     static constexpr bool transposed = [] {

@@ -35,7 +35,7 @@ template <class B, retention_policy Policy, expression... Outputs>
 class program {
  public:
   using nodes = topo_nodes<Outputs...>;
-  static constexpr std::array<int, sizeof...(Outputs)> output_ids{node_id<nodes, Outputs>...};
+  static constexpr std::array<int, sizeof...(Outputs)> output_ids{node_index<nodes, Outputs>::value...};
   using layout = program_layout<nodes, output_ids, Policy>;
   static constexpr std::size_t node_count = layout::node_count;
   static constexpr std::size_t max_rank = layout::max_rank;

@@ -44,11 +44,11 @@ constexpr bool parameter_leaf() {
 template <class N>
 struct is_parameter_leaf : std::bool_constant<parameter_leaf<N>()> {};
 
-template <class Prog>
-constexpr bool has_leaf(std::string_view name) {
-  bool found = false;
-  boost::mp11::mp_for_each<typename Prog::leaves>([&](auto leaf) { found = found || decltype(leaf)::name.view() == name; });
-  return found;
+/// Whether one of the leaves L is named `name` (over the leaves, not the program: see
+/// detail::position_in).
+template <class... L>
+constexpr bool has_leaf(boost::mp11::mp_list<L...>, std::string_view name) {
+  return ((L::name.view() == name) || ...);
 }
 
 /// splitmix64: a well-mixed 64-bit value of (seed, step) for the graph's "rng.seed".
@@ -108,7 +108,7 @@ class train_step {
     const std::int64_t t = step_ + 1;
     optimizer_.hyperparameters(t, [&](std::string_view name, double value) { bind_scalar(name, value); });
     if constexpr (Clipping == gradient_clipping::global_norm) bind_scalar("optim.max_grad_norm", max_grad_norm);
-    if constexpr (detail::has_leaf<Program>("rng.seed"))
+    if constexpr (detail::has_leaf(typename Program::leaves{}, "rng.seed"))
       bind_scalar("rng.seed", double(detail::mix(seed ^ detail::mix(std::uint64_t(t))) >> 40));  // exact in f32
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<slot_count>>([&](auto I) {
       using L = boost::mp11::mp_at_c<Slots, I>;
@@ -252,31 +252,57 @@ class train_step {
 };
 
 namespace detail {
-template <class... E>
-constexpr auto tail(std::tuple<E...>) {
-  return [&]<class First, class... Rest>(boost::mp11::mp_list<First, Rest...>) { return std::tuple<Rest...>{}; }(
-      boost::mp11::mp_list<E...>{});
+// The step's graph is put together as types: a std::tuple of expressions, even one built
+// only inside a decltype, instantiates its members and names each of them with every
+// expression's type, and GCC spent most of a training program's compile time mangling
+// such names (see detail::position_in in graph.hpp).
+
+/// The gradients as they reach the update: unchanged, or their mean over ranks.
+struct no_exchange {
+  template <class Grads>
+  using apply = Grads;
+};
+template <std::size_t BucketBytes>
+struct mean_over_ranks {
+  template <class Grads>
+  using apply =
+      typename as_list<decltype(all_reduce_mean<BucketBytes>(boost::mp11::mp_rename<Grads, std::tuple>{}))>::type;
+};
+
+template <class Opt>
+struct update_of {
+  template <class P, class G>
+  using fn = typename as_list<decltype(Opt::update(P{}, G{}))>::type;
+};
+
+template <class B, retention_policy Policy, class... O>
+auto compile_outputs(boost::mp11::mp_list<O...>) {
+  return program<B, Policy, O...>{};
 }
 
-/// Exchange: what happens to the gradients between the backward and the update (nothing,
-/// or their mean over ranks).
+/// Exchange: what happens to the gradients between the backward and the update
+/// (no_exchange, or mean_over_ranks).
 template <class B, retention_policy Policy, gradient_clipping Clipping, class Loss, class Opt, class Exchange,
           class... P>
-auto build_train_step(Loss loss, Opt opt, Exchange exchange, boost::mp11::mp_list<P...>) {
+auto build_train_step(Loss, Opt opt, Exchange, boost::mp11::mp_list<P...>) {
   static_assert(sizeof...(P) > 0, "luminal: compile_train_step: the loss has no param<> leaves to train");
   using T = value_t<Loss>;
   static_assert((std::is_same_v<value_t<P>, T> && ...),
                 "luminal: compile_train_step: every parameter must have the loss's element type");
-  auto grads = clip_gradients<Clipping>(exchange(tail(value_and_grad(loss, P{}...))));
-  return [&]<std::size_t... J>(std::index_sequence<J...>) {
-    // make_tuple: with one parameter, std::tuple{update} would copy the update's own tuple.
-    auto updates = std::make_tuple(Opt::update(P{}, std::get<J>(grads))...);
-    auto outputs = std::tuple_cat(std::tuple{loss}, std::tuple{std::get<0>(std::get<J>(updates))...},
-                                  tail(std::get<J>(updates))...);
-    auto prog = std::apply([](auto... o) { return compile<B, Policy>(o...); }, outputs);
-    using slots = boost::mp11::mp_append<boost::mp11::mp_list<P...>, typename Opt::template states<P>...>;
-    return train_step<B, Opt, Clipping, decltype(prog), slots>(std::move(prog), std::move(opt));
-  }(std::index_sequence_for<P...>{});
+  require_scalar<Loss>();
+  using pass = reverse_pass<Loss, Const<T, T(1)>, P...>;
+  using grads = boost::mp11::mp_list<decltype(pass::template gradient<P>())...>;
+  using exchanged = typename Exchange::template apply<clipped_gradients<Clipping, grads>>;
+  using updates = boost::mp11::mp_transform_q<boost::mp11::mp_quote<update_of<Opt>::template fn>,
+                                              boost::mp11::mp_list<P...>, exchanged>;
+  // The loss, each slot's new value, then each parameter's new optimizer state.
+  using new_values = boost::mp11::mp_transform<boost::mp11::mp_first, updates>;
+  using new_states =
+      boost::mp11::mp_apply<boost::mp11::mp_append, boost::mp11::mp_transform<boost::mp11::mp_rest, updates>>;
+  using outputs = boost::mp11::mp_append<boost::mp11::mp_list<Loss>, new_values, new_states>;
+  auto prog = compile_outputs<B, Policy>(outputs{});
+  using slots = boost::mp11::mp_append<boost::mp11::mp_list<P...>, typename Opt::template states<P>...>;
+  return train_step<B, Opt, Clipping, decltype(prog), slots>(std::move(prog), std::move(opt));
 }
 }  // namespace detail
 
@@ -292,8 +318,7 @@ template <class B = host, retention_policy Policy = retention_policy::store_all,
 auto compile_train_step(Loss loss, Opt opt) {
   static_assert(shape_t<Loss>::rank == 0, "luminal: compile_train_step needs a scalar loss (reduce it with mean)");
   using params = boost::mp11::mp_filter<detail::is_parameter_leaf, topo_nodes<Loss>>;
-  return detail::build_train_step<B, Policy, Clipping>(
-      loss, std::move(opt), [](auto grads) { return grads; }, params{});
+  return detail::build_train_step<B, Policy, Clipping>(loss, std::move(opt), detail::no_exchange{}, params{});
 }
 
 /// compile_train_step, data parallel over `parallel.comm`'s ranks: the gradients' mean over
@@ -313,8 +338,8 @@ auto compile_train_step(Loss loss, Opt opt, data_parallel<BucketBytes> parallel)
   // and their updates come first in the program, so each bucket travels while the next
   // bucket's gradients are computed.
   using params = boost::mp11::mp_reverse<boost::mp11::mp_filter<detail::is_parameter_leaf, topo_nodes<Loss>>>;
-  auto step = detail::build_train_step<B, Policy, Clipping>(
-      loss, std::move(opt), [](auto grads) { return all_reduce_mean<BucketBytes>(grads); }, params{});
+  auto step = detail::build_train_step<B, Policy, Clipping>(loss, std::move(opt),
+                                                           detail::mean_over_ranks<BucketBytes>{}, params{});
   step.set_communicator(parallel.comm);
   return step;
 }

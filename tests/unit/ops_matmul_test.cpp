@@ -129,7 +129,7 @@ void matmul_operands() {
   // The GEMM reads k^T as the transpose of a stored [2, 3, 6, 4] permute (rows of 4 copied
   // whole), not as a copy that writes k^T at a stride.
   using layout = typename decltype(prog)::layout;
-  constexpr int k_operand = layout::table[layout::template id<decltype(scores)>].children[1];
+  constexpr int k_operand = layout::table[layout::template id<decltype(scores)>::value].children[1];
   STATIC_REQUIRE(layout::table[k_operand].is_last_two_transpose);
   STATIC_REQUIRE(layout::plan.stored[layout::table[k_operand].children[0]]);
   auto atv = test::random_array<T>({7, 3}, 181);

@@ -128,7 +128,8 @@ constexpr auto custom_tangent(boost::mp11::mp_list<X...>) {
   using Out = boost::mp11::mp_first<typename N::children>;
   // The rule is given a tangent for every input: zeros for one that does not vary.
   return N::op::functor::rule::jvp(
-      Out{}, X{}..., tangent_or_zeros<typename tangent_of<Pass, node_id<typename Pass::nodes, X>>::type, X>()...);
+      Out{}, X{}...,
+      tangent_or_zeros<typename tangent_of<Pass, node_index<typename Pass::nodes, X>::value>::type, X>()...);
 }
 
 /// Folds tangents with +, skipping no_gradient.
@@ -180,7 +181,7 @@ struct forward_pass<std::tuple<Outputs...>, std::tuple<Wrt...>, std::tuple<Tange
   static constexpr auto table = graph_table<nodes>;
   static constexpr std::size_t node_count = table.size();
   using tangents = std::tuple<Tangents...>;
-  static constexpr std::array<int, sizeof...(Wrt)> wrt_ids{node_id<nodes, Wrt>...};
+  static constexpr std::array<int, sizeof...(Wrt)> wrt_ids{node_index<nodes, Wrt>::value...};
 
   static constexpr int wrt_position(int id) {
     for (std::size_t k = 0; k < wrt_ids.size(); ++k)
@@ -200,7 +201,7 @@ struct forward_pass<std::tuple<Outputs...>, std::tuple<Wrt...>, std::tuple<Tange
   /// The tangent of node O (zeros when it does not depend on a wrt leaf).
   template <class O>
   static constexpr auto tangent() {
-    return detail::tangent_or_zeros<typename detail::tangent_of<forward_pass, node_id<nodes, O>>::type, O>();
+    return detail::tangent_or_zeros<typename detail::tangent_of<forward_pass, node_index<nodes, O>::value>::type, O>();
   }
 };
 

@@ -52,7 +52,9 @@ struct sgd {
     auto decayed = g + weight_decay * p;
     auto new_buffer = momentum * buffer + decayed;
     auto direction = new_buffer + nesterov * (decayed + momentum * new_buffer - new_buffer);
-    return std::tuple{p - lr * direction, new_buffer};
+    auto new_p = p - lr * direction;
+    // A list of types, not a std::tuple (see train.hpp).
+    return boost::mp11::mp_list<decltype(new_p), decltype(new_buffer)>{};
   }
 
   /// The scalars of step `step` (counted from 1), passed to set(name, value).
@@ -92,7 +94,7 @@ struct adam_graph {
     auto new_m = beta1 * m + one_minus_beta1 * decayed;
     auto new_v = beta2 * v + one_minus_beta2 * square(decayed);
     auto new_p = keep * p - step_size * new_m / (sqrt(new_v) * inv_sqrt_correction + eps);
-    return std::tuple{new_p, new_m, new_v};
+    return boost::mp11::mp_list<decltype(new_p), decltype(new_m), decltype(new_v)>{};
   }
 
   template <class Set>
@@ -149,19 +151,39 @@ enum class gradient_clipping {
 };
 
 namespace detail {
-/// The clipped gradients (a tuple) of a tuple of gradients.
-template <gradient_clipping Clipping, class... G>
-constexpr auto clip_gradients(std::tuple<G...> grads) {
-  if constexpr (Clipping == gradient_clipping::none || sizeof...(G) == 0) {
-    return grads;
-  } else {
-    using T = value_t<boost::mp11::mp_first<boost::mp11::mp_list<G...>>>;
-    hyperparameter<"optim.max_grad_norm", T> max_norm;
-    auto norm = sqrt((sum(square(G{})) + ...));
-    auto coefficient = min(max_norm / (norm + c<1e-6>), c<1.0>);
-    return std::tuple{(G{} * coefficient)...};
-  }
+/// An optimizer's update (a std::tuple or an mp_list of expressions, or one expression),
+/// as an mp_list.
+template <class U>
+struct as_list {
+  using type = boost::mp11::mp_list<U>;
+};
+template <class... E>
+struct as_list<std::tuple<E...>> {
+  using type = boost::mp11::mp_list<E...>;
+};
+template <class... E>
+struct as_list<boost::mp11::mp_list<E...>> {
+  using type = boost::mp11::mp_list<E...>;
+};
+
+/// The gradients G scaled by the clipping coefficient, as a list of types (train.hpp puts
+/// the step's graph together as types).
+template <class... G>
+constexpr auto clipped_by_global_norm(boost::mp11::mp_list<G...>) {
+  using T = value_t<boost::mp11::mp_first<boost::mp11::mp_list<G...>>>;
+  hyperparameter<"optim.max_grad_norm", T> max_norm;
+  auto norm = sqrt((sum(square(G{})) + ...));
+  auto coefficient = min(max_norm / (norm + c<1e-6>), c<1.0>);
+  return boost::mp11::mp_list<decltype(G{} * coefficient)...>{};
 }
+template <gradient_clipping Clipping, class Grads>
+constexpr auto clip_gradient_types(Grads grads) {
+  if constexpr (Clipping == gradient_clipping::none || boost::mp11::mp_empty<Grads>::value) return grads;
+  else return clipped_by_global_norm(grads);
+}
+/// The clipped gradients of the gradients Grads (an mp_list).
+template <gradient_clipping Clipping, class Grads>
+using clipped_gradients = decltype(clip_gradient_types<Clipping>(Grads{}));
 }  // namespace detail
 
 namespace detail {

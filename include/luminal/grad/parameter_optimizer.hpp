@@ -39,8 +39,9 @@ class parameter_optimizer {
   // Clipping scales the gradient inside the update: no pass over the gradients of its own.
   using gradient_scale = hyperparameter<"optim.grad_scale", T>;
   static auto make_program(B backend) {
-    return std::apply([&](auto... outputs) { return program<B, retention_policy::store_all, decltype(outputs)...>(backend); },
-                      Opt::update(flat_parameter{}, flat_gradient{} * gradient_scale{}));
+    using outputs = typename detail::as_list<decltype(Opt::update(flat_parameter{}, flat_gradient{} * gradient_scale{}))>::type;
+    return [&]<class... O>(boost::mp11::mp_list<O...>) { return program<B, retention_policy::store_all, O...>(backend); }(
+        outputs{});
   }
   using update_program = decltype(make_program(B{}));
   using norm_program = program<B, retention_policy::store_all, decltype(sum(flat_gradient{} * flat_gradient{}))>;

@@ -40,11 +40,11 @@ struct gradient_row {
 template <class Nodes, class N, class... X>
 constexpr void set_custom_row(gradient_row& row, boost::mp11::mp_list<X...>) {
   static_assert(sizeof...(X) <= max_custom_inputs, "luminal: a custom op takes at most 8 inputs");
-  static_assert(((node_id<Nodes, X> < int(boost::mp11::mp_size<Nodes>::value)) && ...),
+  static_assert(((node_index<Nodes, X>::value < int(boost::mp11::mp_size<Nodes>::value)) && ...),
                 "luminal: every input of a custom op must be used by its forward expression");
   row.count = int(sizeof...(X));
   int k = 0;
-  ((row.ids[k++] = node_id<Nodes, X>), ...);
+  ((row.ids[k++] = node_index<Nodes, X>::value), ...);
 }
 template <class Nodes, std::size_t Count>
 constexpr auto gradient_rows(const std::array<node_info, Count>& table) {
@@ -145,7 +145,7 @@ struct reverse_pass {
   /// critical[i]: node i depends on a wrt leaf, so its cotangent is needed.
   static constexpr auto critical = [] {
     std::array<bool, node_count> on_path{};
-    constexpr std::array<int, sizeof...(Wrt)> wrt{node_id<nodes, Wrt>...};
+    constexpr std::array<int, sizeof...(Wrt)> wrt{node_index<nodes, Wrt>::value...};
     for (std::size_t i = 0; i < node_count; ++i) {
       for (int w : wrt) on_path[i] = on_path[i] || w == int(i);
       for (int k = 0; k < edges[i].count; ++k) on_path[i] = on_path[i] || on_path[edges[i].ids[k]];
@@ -185,7 +185,7 @@ struct reverse_pass {
       (void)error::gradient_of_non_float<W::name, dtype_text<T>()>{};
       return no_gradient{};
     } else {
-      constexpr int id = node_id<nodes, W>;
+      constexpr int id = node_index<nodes, W>::value;
       if constexpr (id >= int(node_count)) {
         return expand(Const<T, T(0)>{}, shape_t<W>{});
       } else {
