@@ -36,7 +36,9 @@ template <auto ShapeText>
 struct shaped : node_base {};
 
 template <class T>
-concept expression = std::is_base_of_v<node_base, std::remove_cvref_t<T>>;
+// The builtin, not std::is_base_of_v: a variable template is a symbol GCC names (mangles)
+// once per node type, and a node type's name spells its whole subgraph.
+concept expression = __is_base_of(node_base, std::remove_cvref_t<T>);
 
 /// A computed node: `Op` is a small functor/trait type, the children are node types.
 /// One generic node for every op, as in xtensor's xfunction.

@@ -59,9 +59,28 @@ consteval label_info label_of() {
   return info;
 }
 
+/// What label_of reads of a computed node, without its children: label_of is then
+/// instantiated with a short name (see detail::position_in in graph.hpp).
+template <op_kind Kind, class Op, class T, class S>
+struct computed_label_subject {
+  static constexpr op_kind kind = Kind;
+  using op = Op;
+  using value_type = T;
+  using shape = S;
+};
+template <class N>
+struct label_subject {
+  using type = N;  // a leaf, a constant or an extent: a short type already
+};
+template <computed_node N>
+  requires(N::kind != op_kind::input && N::kind != op_kind::constant && N::kind != op_kind::extent)
+struct label_subject<N> {
+  using type = computed_label_subject<N::kind, typename N::op, typename N::value_type, typename N::shape>;
+};
+
 template <class... N>
 consteval std::array<label_info, sizeof...(N)> make_labels(boost::mp11::mp_list<N...>) {
-  return {label_of<N>()...};
+  return {label_of<typename label_subject<N>::type>()...};
 }
 
 /// The labels of a graph's nodes (a topo_nodes list), indexed by node id.

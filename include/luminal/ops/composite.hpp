@@ -26,7 +26,7 @@ template <expression A, broadcasts_with<A> B> constexpr auto operator/(A a, B b)
 /// a value to change between runs is an input of shape `shape<>`, bound by name.
 namespace detail {
 template <class S>
-concept plain_number = std::is_arithmetic_v<std::remove_cvref_t<S>>;
+concept plain_number = std::is_arithmetic<std::remove_cvref_t<S>>::value;  // not _v: see `expression`
 template <class S>
 constexpr void refuse_plain_number() {
   static_assert(error::always_false<sizeof(S)>,
