@@ -39,7 +39,8 @@ class parameter_optimizer {
   // Clipping scales the gradient inside the update: no pass over the gradients of its own.
   using gradient_scale = hyperparameter<"optim.grad_scale", T>;
   static auto make_program(B backend) {
-    using outputs = typename detail::as_list<decltype(Opt::update(flat_parameter{}, flat_gradient{} * gradient_scale{}))>::type;
+    using update = decltype(Opt::update(flat_parameter{}, flat_gradient{} * gradient_scale{}));
+    using outputs = typename detail::as_list<update>::type;
     return [&]<class... O>(boost::mp11::mp_list<O...>) { return program<B, retention_policy::store_all, O...>(backend); }(
         outputs{});
   }
