@@ -264,6 +264,31 @@ TEST_CASE("nn: MaxPool2d sends each window's gradient to its first maximal eleme
   test::require_close(prog.output<0>(), expected, 1e-6, 1e-6);
 }
 
+TEST_CASE("nn: MaxPool2d propagates NaN and sends a NaN window's gradient to its first element", "[nn][pool]") {
+  auto x = input<"x", f32>(shape<1, 1, 4, 4>);
+  auto r = input<"r", f32>(shape<1, 1, 2, 2>);
+  auto pooled = nn::MaxPool2d<2>{}(x);
+  auto prog = compile<B>(pooled, grad(sum(pooled * r), x));
+  xt::xarray<float> xv = test::random_array<float>({1, 1, 4, 4}, 47);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  xv(0, 0, 1, 1) = nan;  // the last element of window (0, 0)
+  xv(0, 0, 2, 3) = nan;  // the second element of window (1, 1)
+  xt::xarray<float> rv = {{{{1.0f, 2.0f}, {3.0f, 4.0f}}}};
+  prog.bind("x", xv);
+  prog.bind("r", rv);
+  prog.run();
+  auto y = prog.output<0>();
+  CHECK(std::isnan(y(0, 0, 0, 0)));
+  CHECK(std::isnan(y(0, 0, 1, 1)));
+  CHECK(y(0, 0, 0, 1) == std::max(std::max(xv(0, 0, 0, 2), xv(0, 0, 0, 3)), std::max(xv(0, 0, 1, 2), xv(0, 0, 1, 3))));
+  auto g = prog.output<1>();
+  CHECK(g(0, 0, 0, 0) == 1.0f);  // not the NaN at (1, 1)
+  CHECK(g(0, 0, 1, 1) == 0.0f);
+  CHECK(g(0, 0, 2, 2) == 4.0f);  // not the NaN at (2, 3)
+  CHECK(g(0, 0, 2, 3) == 0.0f);
+  CHECK(xt::sum(g)() == 10.0f);
+}
+
 TEST_CASE("nn: LayerNorm and RMSNorm match their formulas", "[nn][norm]") {
   nn::LayerNorm<"ln", 5> ln;
   nn::RMSNorm<"rms", 5> rms;

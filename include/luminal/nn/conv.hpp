@@ -1,7 +1,8 @@
 // 2-D convolution and pooling on NCHW tensors, as torch.nn.Conv2d, MaxPool2d, AvgPool2d.
 // All three are views plus one kernel boundary: sliding windows are unfold views
 // (ops/unfold.hpp), so the convolution is im2col (pad, unfold H and W, permute, reshape)
-// followed by one batched GEMM, and a pool is a max or mean over each window's elements.
+// followed by one batched GEMM; an average pool is a mean over each window's elements and
+// a max pool the pairwise max of the windows' strided slices.
 //
 //     nn::Conv2d<"conv1", 1, 16, 3, 1, 1> conv1;        // conv1.weight [16, 1, 3, 3], conv1.bias [16]
 //     nn::MaxPool2d<2> pool;
@@ -50,11 +51,9 @@ constexpr auto windows(X x) {
   }
 }
 /// The K x K elements of each window as one axis before the output's plane: [..., Ho, K,
-/// Wo, K] -> [..., K K, Ho, Wo]. A pool is then one reduction over one axis, and a max
-/// pool's gradient one mask against one maximum, instead of a chain of two reductions
-/// whose backward recounts the ties of each link. With the window before the plane, the
-/// pool, its tie mask and the mask's count each loop over rows of Wo outputs (a step of
-/// the window at a time), not over rows of K K elements.
+/// Wo, K] -> [..., K K, Ho, Wo]. An average pool is then one reduction over one axis,
+/// instead of a chain of two. With the window before the plane, the reduction loops over
+/// rows of Wo outputs (a step of the window at a time), not over rows of K K elements.
 template <expression W>
 constexpr auto window_first(W w) {
   constexpr int R = int(rank_v<W>);  // the input's rank + 2
@@ -72,20 +71,72 @@ constexpr auto window_first(W w) {
   }();
   return reshape(moved, shape_from<merged>{});
 }
-/// The maximum over axis Axis (window_first's window axis) with torch.nn.MaxPool2d's
-/// gradient: each window's whole cotangent goes to its first maximal element, in
-/// row-major window order, where max() would share it among tied elements. After a ReLU
-/// whole windows tie at 0, and the first-element rule is one argmax reduction and one
-/// comparison per element, where sharing needs a tie mask, its count and a division.
-template <int Axis>
+/// The maximum over each K x K window of windows()'s [..., Ho, K, Wo, K], with
+/// torch.nn.MaxPool2d's gradient: each window's whole cotangent goes to its first maximal
+/// element, in row-major window order, where max() would share it among tied elements.
+/// After a ReLU whole windows tie at 0, and the first-element rule is one comparison per
+/// element, where sharing needs a tie mask, its count and a division.
+///
+/// Each window row's maximum is the pairwise max of K strided slices along the row
+/// ([..., Ho, K, Wo, 1]), and the window's maximum that of K slices of those along the
+/// column: elementwise loops that read the input through one strided layout. A reduction
+/// over a window axis would read the windows through a reshape that merges two strided
+/// axes (an index division per element), and make a pass per window element.
+template <std::int64_t K>
 struct window_max {
-  static constexpr auto forward(auto w) { return max<Axis>(w); }
-  /// A window holding a NaN sends its cotangent to its first element (torch: its last NaN).
-  static constexpr auto vjp(auto g, auto, auto w) {
+  /// Element I of each window row (Axis = rank - 1) or of each column (Axis = rank - 3).
+  template <int Axis, int I, class W>
+  static constexpr auto at(W w) {
+    constexpr int R = int(rank_v<W>);
+    return slice<R + Axis, I, I + 1>(w);
+  }
+  template <int Axis, int I, class W, class M>
+  static constexpr auto running_max(W w, M m) {
+    if constexpr (I == K) return m;
+    else return running_max<Axis, I + 1>(w, max(m, at<Axis, I>(w)));
+  }
+  template <int Axis, class W>
+  static constexpr auto max_along(W w) { return running_max<Axis, 1>(w, at<Axis, 0>(w)); }
+  /// The index along Axis of the first element not less than m, counting down from the
+  /// last (where m is NaN every comparison fails, which gives the first element).
+  template <int Axis, int I, class W, class M, class F>
+  static constexpr auto first_maximal(W w, M m, F first) {
+    if constexpr (I < 0) return first;
+    else return first_maximal<Axis, I - 1>(w, m, where(less_than(at<Axis, I>(w), m), first, c<double(I)>));
+  }
+  template <int Axis, class W, class M>
+  static constexpr auto first_maximal_along(W w, M m) {
+    constexpr int R = int(rank_v<W>);
+    using Along = shape_t<decltype(at<Axis, 0>(w))>;
+    return first_maximal<Axis, int(K) - 2>(w, m, iota<R + Axis, i32>(Along{}) + c<double(K - 1)>);
+  }
+  /// [..., Ho, Wo]: windows()'s shape without its two window axes.
+  template <class W>
+  static constexpr auto pooled_dims() {
+    constexpr int R = int(rank_v<W>);
+    dims_t<R - 2> dims{};
+    for (int k = 0; k < R - 3; ++k) dims[k] = shape_t<W>::dims[k];
+    dims[R - 3] = shape_t<W>::dims[R - 2];
+    return dims;
+  }
+
+  static constexpr auto forward(auto w) {
     using W = decltype(w);
-    auto first = argmax<Axis>(w, keepdim);
-    auto gk = reshape(g, shape_t<decltype(first)>{});
-    return where(equal(iota<Axis, i32>(shape_t<W>{}), first), gk, c<0.0>);
+    return reshape(max_along<-3>(max_along<-1>(w)), shape_from<pooled_dims<W>()>{});
+  }
+  /// The first row holding the maximum, and in it the first element: torch's first
+  /// maximal element in row-major order. A window holding a NaN sends its cotangent to
+  /// its first element (torch: its last NaN).
+  static constexpr auto vjp(auto g, auto y, auto w) {
+    using W = decltype(w);
+    constexpr int R = int(rank_v<W>);
+    auto row_max = max_along<-1>(w);  // [..., Ho, K, Wo, 1]: the forward's, stored
+    using One = shape_t<decltype(at<-3, 0>(row_max))>;
+    auto m = reshape(y, One{});
+    auto row = first_maximal_along<-3>(row_max, m);  // [..., Ho, 1, Wo, 1]
+    auto column = first_maximal_along<-1>(w, m);     // [..., Ho, K, Wo, 1]: in each row
+    auto in_row = where(equal(iota<R - 1, i32>(shape_t<W>{}), column), reshape(g, One{}), c<0.0>);
+    return where(equal(iota<R - 3, i32>(shape_t<W>{}), row), in_row, c<0.0>);
   }
 };
 
@@ -189,10 +240,8 @@ struct MaxPool2d {
     if constexpr (!detail::spatial_ok<op_text("MaxPool2d"), S, K, Padding>()) {
       return x;
     } else {
-      constexpr int R = int(S::rank);
       constexpr double lowest = -std::numeric_limits<double>::infinity();
-      return custom_vjp<detail::window_max<R - 2>>(
-          detail::window_first(detail::windows<K, Stride>(detail::pad_spatial<Padding, lowest>(x))));
+      return custom_vjp<detail::window_max<K>>(detail::windows<K, Stride>(detail::pad_spatial<Padding, lowest>(x)));
     }
   }
 };
