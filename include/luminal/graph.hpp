@@ -95,15 +95,17 @@ struct node_info {
 };
 
 namespace detail {
-/// What the table needs of a node, without its children's types: the helpers below are
-/// instantiated per distinct signature, and their names stay short (see position_in).
-template <op_kind Kind, class Op, class Shape, class ChildShape, std::size_t ElementBytes>
+/// What the table and a node's label (node_labels.hpp) need of a node, without its
+/// children's types: the helpers that read it are instantiated per distinct signature,
+/// and their names stay short (see position_in).
+template <op_kind Kind, class Op, class T, class Shape, class ChildShape>
 struct node_signature {
   static constexpr op_kind kind = Kind;
   using op = Op;
+  using value_type = T;
   using shape = Shape;
   using child_shape = ChildShape;
-  static constexpr int element_bytes = int(ElementBytes);
+  static constexpr int element_bytes = int(sizeof(T));
 };
 template <class N>
 struct op_or_void {
@@ -122,8 +124,8 @@ struct first_shape<boost::mp11::mp_list<First, Rest...>> {
   using type = typename First::shape;
 };
 template <class N>
-using signature_of = node_signature<N::kind, typename op_or_void<N>::type, typename N::shape,
-                                    typename first_shape<typename N::children>::type, sizeof(typename N::value_type)>;
+using signature_of = node_signature<N::kind, typename op_or_void<N>::type, typename N::value_type, typename N::shape,
+                                    typename first_shape<typename N::children>::type>;
 template <class L, class Children>
 struct child_ids;
 template <class L, class... C>

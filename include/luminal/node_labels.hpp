@@ -16,7 +16,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "node.hpp"
+#include "graph.hpp"
 
 namespace luminal::detail {
 
@@ -59,23 +59,17 @@ consteval label_info label_of() {
   return info;
 }
 
-/// What label_of reads of a computed node, without its children: label_of is then
-/// instantiated with a short name (see detail::position_in in graph.hpp).
-template <op_kind Kind, class Op, class T, class S>
-struct computed_label_subject {
-  static constexpr op_kind kind = Kind;
-  using op = Op;
-  using value_type = T;
-  using shape = S;
-};
+/// What label_of reads of a node: a computed node's signature (graph.hpp), which does
+/// not name its children, so that label_of is instantiated with a short name; a leaf, a
+/// constant or an extent is a short type already.
 template <class N>
 struct label_subject {
-  using type = N;  // a leaf, a constant or an extent: a short type already
+  using type = N;
 };
 template <computed_node N>
   requires(N::kind != op_kind::input && N::kind != op_kind::constant && N::kind != op_kind::extent)
 struct label_subject<N> {
-  using type = computed_label_subject<N::kind, typename N::op, typename N::value_type, typename N::shape>;
+  using type = signature_of<N>;
 };
 
 template <class... N>
