@@ -74,8 +74,8 @@ constexpr auto window_first(W w) {
 /// The maximum over each K x K window of windows()'s [..., Ho, K, Wo, K], with
 /// torch.nn.MaxPool2d's gradient: each window's whole cotangent goes to its first maximal
 /// element, in row-major window order, where max() would share it among tied elements.
-/// After a ReLU whole windows tie at 0, and the first-element rule is one comparison per
-/// element, where sharing needs a tie mask, its count and a division.
+/// After a ReLU whole windows tie at 0, and the first-element rule is a few comparisons
+/// per element, where sharing needs a tie mask, its count and a division.
 ///
 /// Each window row's maximum is the pairwise max of K strided slices along the row
 /// ([..., Ho, K, Wo, 1]), and the window's maximum that of K slices of those along the
@@ -84,7 +84,7 @@ constexpr auto window_first(W w) {
 /// axes (an index division per element), and make a pass per window element.
 template <std::int64_t K>
 struct window_max {
-  /// Element I of each window row (Axis = rank - 1) or of each column (Axis = rank - 3).
+  /// Element I of each window row (Axis = -1) or of each window column (Axis = -3).
   template <int Axis, int I, class W>
   static constexpr auto at(W w) {
     constexpr int R = int(rank_v<W>);
