@@ -290,7 +290,7 @@ auto build_train_step(Loss, Opt opt, Exchange, boost::mp11::mp_list<P...>) {
   static_assert((std::is_same_v<value_t<P>, T> && ...),
                 "luminal: compile_train_step: every parameter must have the loss's element type");
   require_scalar<Loss>();
-  using pass = reverse_pass<Loss, Const<T, T(1)>, P...>;
+  using pass = scalar_loss_pass<Loss, P...>;
   using grads = boost::mp11::mp_list<decltype(pass::template gradient<P>())...>;
   using exchanged = typename Exchange::template apply<clipped_gradients<Clipping, grads>>;
   using updates = boost::mp11::mp_transform_q<boost::mp11::mp_quote<update_of<Opt>::template fn>,

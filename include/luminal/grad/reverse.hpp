@@ -208,6 +208,10 @@ constexpr void require_scalar() {
   static_assert(shape_t<Loss>::rank == 0, "luminal: grad() needs a scalar loss (reduce it with sum or mean), or use vjp()");
   static_assert(floating_element<typename Loss::value_type>, "luminal: grad() needs a floating-point loss");
 }
+/// The reverse pass of a scalar loss, seeded with d loss / d loss = 1 (grad,
+/// value_and_grad and a training step's gradients).
+template <class Loss, class... Wrt>
+using scalar_loss_pass = reverse_pass<Loss, Const<typename Loss::value_type, typename Loss::value_type(1)>, Wrt...>;
 }  // namespace detail
 
 /// d loss / d wrt for a scalar loss: one expression, or a tuple for several leaves.
@@ -215,8 +219,7 @@ constexpr void require_scalar() {
 template <expression Loss, expression... Wrt>
 constexpr auto grad(Loss, Wrt...) {
   detail::require_scalar<Loss>();
-  using T = typename Loss::value_type;
-  using pass = reverse_pass<Loss, Const<T, T(1)>, std::remove_cvref_t<Wrt>...>;
+  using pass = detail::scalar_loss_pass<Loss, std::remove_cvref_t<Wrt>...>;
   return detail::one_or_tuple(pass::template gradient<std::remove_cvref_t<Wrt>>()...);
 }
 
@@ -224,8 +227,7 @@ constexpr auto grad(Loss, Wrt...) {
 template <expression Loss, expression... Wrt>
 constexpr auto value_and_grad(Loss, Wrt...) {
   detail::require_scalar<Loss>();
-  using T = typename Loss::value_type;
-  using pass = reverse_pass<Loss, Const<T, T(1)>, std::remove_cvref_t<Wrt>...>;
+  using pass = detail::scalar_loss_pass<Loss, std::remove_cvref_t<Wrt>...>;
   return std::tuple<Loss, decltype(pass::template gradient<std::remove_cvref_t<Wrt>>())...>{};
 }
 
