@@ -97,19 +97,6 @@ struct window_max {
   }
   template <int Axis, class W>
   static constexpr auto max_along(W w) { return running_max<Axis, 1>(w, at<Axis, 0>(w)); }
-  /// The index along Axis of the first element not less than m, counting down from the
-  /// last (where m is NaN every comparison fails, which gives the first element).
-  template <int Axis, int I, class W, class M, class F>
-  static constexpr auto first_maximal(W w, M m, F first) {
-    if constexpr (I < 0) return first;
-    else return first_maximal<Axis, I - 1>(w, m, where(less_than(at<Axis, I>(w), m), first, c<double(I)>));
-  }
-  template <int Axis, class W, class M>
-  static constexpr auto first_maximal_along(W w, M m) {
-    constexpr int R = int(rank_v<W>);
-    using Along = shape_t<decltype(at<Axis, 0>(w))>;
-    return first_maximal<Axis, int(K) - 2>(w, m, iota<R + Axis, i32>(Along{}) + c<double(K - 1)>);
-  }
   /// [..., Ho, Wo]: windows()'s shape without its two window axes.
   template <class W>
   static constexpr auto pooled_dims() {
@@ -124,19 +111,29 @@ struct window_max {
     using W = decltype(w);
     return reshape(max_along<-3>(max_along<-1>(w)), shape_from<pooled_dims<W>()>{});
   }
-  /// The first row holding the maximum, and in it the first element: torch's first
-  /// maximal element in row-major order. A window holding a NaN sends its cotangent to
-  /// its first element (torch: its last NaN).
+  /// The place (row * K + column) of the first element of each window not less than m,
+  /// counting down from place I (where m is NaN every comparison fails: place 0).
+  template <int I, class W, class M, class F>
+  static constexpr auto first_maximal_place(W w, M m, F first) {
+    if constexpr (I < 0) return first;
+    else
+      return first_maximal_place<I - 1>(w, m, where(less_than(at<-1, I % int(K)>(at<-3, I / int(K)>(w)), m), first,
+                                                    c<double(I)>));
+  }
+  /// The cotangent goes to each window's first maximal element in row-major order, as in
+  /// torch; a window holding a NaN sends it to its first element (torch: its last NaN).
+  /// That element's place is found once per window, in the forward's loop over the
+  /// windows (the planner stores it: each of the window's elements reads it), so the
+  /// gradient's loop over the elements only compares it with each element's own place.
   static constexpr auto vjp(auto g, auto y, auto w) {
     using W = decltype(w);
     constexpr int R = int(rank_v<W>);
-    auto row_max = max_along<-1>(w);  // [..., Ho, K, Wo, 1]: the forward's, stored
-    using One = shape_t<decltype(at<-3, 0>(row_max))>;
+    using One = shape_t<decltype(at<-1, 0>(at<-3, 0>(w)))>;  // [..., Ho, 1, Wo, 1]
     auto m = reshape(y, One{});
-    auto row = first_maximal_along<-3>(row_max, m);  // [..., Ho, 1, Wo, 1]
-    auto column = first_maximal_along<-1>(w, m);     // [..., Ho, K, Wo, 1]: in each row
-    auto in_row = where(equal(iota<R - 1, i32>(shape_t<W>{}), column), reshape(g, One{}), c<0.0>);
-    return where(equal(iota<R - 3, i32>(shape_t<W>{}), row), in_row, c<0.0>);
+    auto last = iota<R - 1, i32>(One{}) + c<double(K * K - 1)>;
+    auto first = first_maximal_place<int(K * K) - 2>(w, m, last);
+    auto place = iota<R - 3, i32>(shape_t<W>{}) * c<double(K)> + iota<R - 1, i32>(shape_t<W>{});
+    return where(equal(place, first), reshape(g, One{}), c<0.0>);
   }
 };
 
