@@ -222,9 +222,10 @@ struct evaluator {
     else return []<int... C>(std::integer_sequence<int, C...>) { return (leads_to<C, Split>() || ...); }(typename N::children{});
   }
   /// The value of node Id at coordinates `fine` of the input of reshape Split, which only
-  /// splits Id's axes further (detail::iteration::split): maps pass `fine` down towards
-  /// Split, Split reads its input there, and every other read merges `fine` back into
-  /// Id's coordinates by multiply-adds. No coordinate is divided.
+  /// splits Id's axes further, or only merges them where every other read has one value
+  /// everywhere (detail::iteration::split): maps pass `fine` down towards Split, Split
+  /// reads its input there, and every other read merges `fine` back into Id's coordinates
+  /// by multiply-adds, or needs none. No coordinate is divided.
   template <int Id, bool Root, int Split>
   LUMINAL_HD static value_type<Id> at_split(const kernel_context& ctx,
                                             const coords<flat::detail::first(typename node_t<Split>::children{})>& fine) {
@@ -247,7 +248,24 @@ struct evaluator {
   LUMINAL_HD static value_type<C> split_child(const kernel_context& ctx, const F& fine) {
     constexpr int Fine = flat::detail::first(typename node_t<Split>::children{});
     if constexpr (leads_to<C, Split>()) return at_split<C, false, Split>(ctx, fine);
+    else if constexpr (coordinate_free<C>()) return at<C>(ctx, {});
     else return at<C>(ctx, node_t<Split>::op::template from_child<node_t<C>::rank>(fine, dims<Fine>(ctx)));
+  }
+  /// Whether node Id has one value everywhere, read without coordinates: a constant, an
+  /// extent, a scalar, a broadcast of one element, or a map of such values.
+  template <int Id>
+  static constexpr bool coordinate_free() {
+    using N = node_t<Id>;
+    if constexpr (N::rank == 0 || N::kind == op_kind::constant || N::kind == op_kind::extent) {
+      return true;
+    } else if constexpr (N::kind == op_kind::view) {
+      return broadcasts_one_element<Id>();
+    } else if constexpr (N::kind == op_kind::map && !N::stored) {
+      return []<int... C>(std::integer_sequence<int, C...>) { return (coordinate_free<C>() && ...); }(
+          typename N::children{});
+    } else {
+      return false;
+    }
   }
 
   /// Whether the kernel's expression at node Id reads through a pad view.

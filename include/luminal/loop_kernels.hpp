@@ -111,9 +111,47 @@ struct iteration {
       return -1;
     }
   }
+  /// A reshape under `it`, reached through maps whose other operands have one value
+  /// everywhere, that only merges axes into longer rows of its input (a convolution's
+  /// (.., Ho Wo) GEMM output read as (.., Ho, Wo) by its bias and ReLU), or -1. The nest
+  /// then runs over the reshape's input, in rows of Ho Wo instead of Wo.
+  template <int N>
+  static constexpr int merge_under() {
+    using X = node<N>;
+    using eval = evaluator<P>;
+    if constexpr (!computed_here<N>) {
+      return -1;
+    } else if constexpr (X::kind == op_kind::map) {
+      return []<int... C>(std::integer_sequence<int, C...>) {
+        if constexpr (((eval::template coordinate_free<C>() ? 0 : 1) + ...) != 1) {
+          return -1;
+        } else {
+          int found = -1;
+          ((found = eval::template coordinate_free<C>() ? found : merge_under<C>()), ...);
+          return found;
+        }
+      }(typename X::children{});
+    } else if constexpr (requires { X::op::only_merges; }) {
+      constexpr index_t inner = row_extent(typename node<child<N>>::static_extents{});
+      constexpr index_t outer = row_extent(typename X::static_extents{});
+      if constexpr (X::op::only_merges && X::rank > 0 && outer > 0 && inner > outer) return N;
+      else return -1;
+    } else {
+      return -1;
+    }
+  }
   static constexpr int split = [] {
-    if constexpr (permute < 0 && node<it>::kind == op_kind::map && node<it>::rank > 0) return split_under<it>();
-    else return -1;
+    if constexpr (permute < 0 && node<it>::kind == op_kind::map && node<it>::rank > 0) {
+      if constexpr (split_under<it>() >= 0) return split_under<it>();
+      else return merge_under<it>();
+    } else {
+      return -1;
+    }
+  }();
+  /// Whether `split` is a reshape that merges axes (merge_under), not one that splits them.
+  static constexpr bool merges = [] {
+    if constexpr (split >= 0) return !node<split>::op::only_splits;
+    else return false;
   }();
   /// The node whose extents the loop nest runs over.
   static constexpr int loop = [] {

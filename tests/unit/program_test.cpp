@@ -307,6 +307,37 @@ TEMPLATE_LIST_TEST_CASE("a GEMM reads a reshaped operand in the memory under the
   test::require_close(prog.template output<1>(), reference_matmul(flat, test::to_double(wv)), 1e-5, 1e-6);
 }
 
+TEMPLATE_LIST_TEST_CASE("a map over a reshape that splits its input's rows loops over the input's longer rows", "[plan]",
+                        test_backends) {
+  auto x = input<"x", f32>(shape<Batch, 3, 12>);
+  auto bias = input<"bias", f32>(shape<3, 1>);
+  auto z = input<"z", f32>(shape<Batch, 3, 3, 4>);
+  auto split = reshape(x + bias, shape<Batch, 3, 3, 4>);  // as a convolution's output
+  // The ReLU's other operand is a constant: its nest runs over (Batch, 3, 12). Adding z,
+  // read at the output's own coordinates, keeps the nest over (Batch, 3, 3, 4).
+  auto relu_only = compile<TestType>(relu(split));
+  auto with_z = compile<TestType>(relu(split + z));
+  for (std::size_t batch : {1u, 5u}) {
+    auto xv = test::random_array<float>({batch, 3, 12}, 46);
+    auto bv = test::random_array<float>({3, 1}, 47);
+    auto zv = test::random_array<float>({batch, 3, 3, 4}, 48);
+    relu_only.bind("x", xv);
+    relu_only.bind("bias", bv);
+    relu_only.run();
+    with_z.bind("x", xv);
+    with_z.bind("bias", bv);
+    with_z.bind("z", zv);
+    with_z.run();
+    xt::xarray<double> sd = test::to_double(xv) + test::to_double(bv);
+    xt::xarray<double> sz = xt::reshape_view(sd, {batch, std::size_t(3), std::size_t(3), std::size_t(4)});
+    test::require_close(relu_only.output(), xt::xarray<double>(xt::maximum(sz, 0.0)), 1e-6, 1e-7);
+    test::require_close(with_z.output(), xt::xarray<double>(xt::maximum(sz + test::to_double(zv), 0.0)), 1e-6, 1e-7);
+  }
+  REQUIRE(relu_only.describe().find("loop nest over (5, 3, 12), inner loop 12 (the reshape's input)") !=
+          std::string::npos);
+  REQUIRE(with_z.describe().find("loop nest over (5, 3, 3, 4), inner loop 4") != std::string::npos);
+}
+
 TEMPLATE_LIST_TEST_CASE("loop nests of one size run in one loop when each reads the others in place", "[plan]",
                         test_backends) {
   auto x = input<"x", f32>(shape<Batch, 40, 40>);

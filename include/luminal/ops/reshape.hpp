@@ -119,6 +119,17 @@ struct reshape_map<std::integer_sequence<int, OG...>, std::integer_sequence<int,
         if (og[a] >= 0 && og[a] == og[b]) return false;
     return true;
   }();
+  /// Whether every input axis is a group of its own: output axes only merge into input
+  /// axes (a convolution's (N, C, Ho Wo) GEMM output read as (N, C, Ho, Wo)). The input is
+  /// then read at output coordinates by multiply-adds alone (to_child), and a loop over
+  /// the input runs in rows as long as several of the output's.
+  static constexpr bool only_merges = [] {
+    constexpr int ig[] = {IG..., -1};
+    for (std::size_t a = 0; a < sizeof...(IG); ++a)
+      for (std::size_t b = a + 1; b < sizeof...(IG); ++b)
+        if (ig[a] >= 0 && ig[a] == ig[b]) return false;
+    return true;
+  }();
   /// How many input axes output axis k's group holds.
   static constexpr int inputs_of(std::size_t k) {
     constexpr int og[] = {OG..., -1};
