@@ -17,7 +17,7 @@ namespace luminal::detail {
 /// of its description, one entry of a table (consteval: no code, no symbols).
 struct kernel_loop {
   int it = -1;                // elementwise: the node whose extents the loop nest runs over
-  bool split = false;         // elementwise: `it` is the input of a reshape that splits the root's axes (not one that merges them)
+  bool split = false;         // elementwise: `it` is the input of a reshape that splits the root's axes
   int permute = -1;           // elementwise: a permute whose input the nest runs over, or -1
   bool flat = false;          // elementwise: one flat loop
   int row = 0;                // elementwise: the inner loop's axis
@@ -39,7 +39,7 @@ consteval kernel_loop kernel_loop_of() {
     using where = iteration<P, root>;
     constexpr int it = where::it;
     loop.it = where::loop;
-    loop.split = where::split >= 0 && !where::merges;
+    loop.split = where::split >= 0 && !where::merges;  // a merging reshape's input is "the reshape's input"
     loop.permute = where::permute;
     if constexpr (where::permute < 0) loop.flat = eval::template is_flat<it, it == root>();
     loop.row = int(row_axis(typename eval::template node_t<where::loop>::static_extents{}));

@@ -74,8 +74,8 @@ constexpr auto window_first(W w) {
 /// The maximum over each K x K window of windows()'s [..., Ho, K, Wo, K], with
 /// torch.nn.MaxPool2d's gradient: each window's whole cotangent goes to its first maximal
 /// element, in row-major window order, where max() would share it among tied elements.
-/// After a ReLU whole windows tie at 0, and the first-element rule is a few comparisons
-/// per element, where sharing needs a tie mask, its count and a division.
+/// After a ReLU whole windows tie at 0, and the first-element rule is K K - 1 comparisons
+/// per window and one per element, where sharing needs a tie mask, its count and a division.
 ///
 /// Each window row's maximum is the pairwise max of K strided slices along the row
 /// ([..., Ho, K, Wo, 1]), and the window's maximum that of K slices of those along the
