@@ -6,8 +6,9 @@
 #                                               # CTest files and the libraries the GPU machine
 #                                               # lacks into .gpu/bundle.tar.xz (git-ignored)
 #   benchmarks/cuda/gpu_check.sh run            # there, at the checkout's root (with .gpu/):
-#                                               # ctest -L cuda, the install consumer's CUDA
-#                                               # app, the CUDA benchmarks, a profile
+#                                               # ctest -L cuda, a step's PCIe bytes, the
+#                                               # install consumer's CUDA app, the CUDA
+#                                               # benchmarks, a profile
 #
 # NCU_MLP=1 run times every kernel of the MLP step under Nsight Compute (ncu_mlp.csv.gz).
 # BASELINE=DIR pack also bundles DIR's train_step_cuda and char_gpt_cuda (an older build),
@@ -94,7 +95,7 @@ export LUMINAL_BENCH_PYTHON=${LUMINAL_BENCH_PYTHON:-$(command -v python3)}
 export PYTHONUNBUFFERED=1
 
 section() { printf '\n==== %s (%s)\n' "$1" "$(date +%T)"; }
-# ONLY="ctest app kokkos train_step char_gpt settings profile" picks sections (default: all of them).
+# ONLY="ctest pcie app kokkos train_step char_gpt settings profile" picks sections (default: all of them).
 want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 section "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
@@ -106,6 +107,12 @@ done
 want ctest && section "ctest -L cuda" && (cd "$build_path" && timeout ${CTEST_SECONDS:-240} ctest -L cuda -j ${CTEST_JOBS:-6} --timeout 200 \
     --output-on-failure > "$out/ctest.log" 2>&1; echo "ctest exit $?"
   grep -E "tests passed|tests failed|Failed|Not Run|\*\*\*|Timeout" "$out/ctest.log" | tail -40)
+
+# The figure behind "no PCIe traffic for parameters": Catch2's -s prints the test's INFO
+# line (bytes per step each way, against the parameters' and optimizer state's bytes).
+want pcie && section "bytes a training step moves between host and device" && (cd "$build_path/tests" &&
+  timeout 120 ./luminal_cuda_tests "cuda: a training step matches the host and moves no parameters*" -s 2>&1 |
+    grep -E "^  bytes per step|^[A-Za-z].* - cuda|test cases" | uniq)
 
 want app && section "the install consumer's app_cuda" && if [ -x "$unpacked/build/app_cuda" ]; then timeout 60 "$unpacked/build/app_cuda"; echo "app_cuda exit $?"; fi
 

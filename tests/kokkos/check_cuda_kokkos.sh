@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds luminal's Kokkos backend and luminal_kokkos_tests against a CUDA-enabled Kokkos,
 # on a machine with nvcc and no GPU: the check behind the README's "Kokkos on an HPC
-# site". It is not part of CI (about 15 minutes on 2 cores); run it after changing
+# site". It is not part of CI (about 40 minutes of CPU time); run it after changing
 # backends/luminal/backends/kokkos.hpp or the Kokkos parts of the CMake files.
 #
 #   tests/kokkos/check_cuda_kokkos.sh [work-dir]       (default /tmp/luminal-kokkos-cuda)
@@ -9,7 +9,7 @@
 #
 # Debian ships no CUDA Kokkos, and PyPI's only Kokkos sources are the 3.4.01 copy inside
 # pykokkos-base 0.0.7. Kokkos 3.4 predates nvcc 13 and C++20 under nvcc, so four small
-# patches are applied to that copy first (marked below). Then:
+# patches are applied to that copy first, and a fifth backports a later fix (marked below). Then:
 #   1. Kokkos is built and installed with Kokkos_ENABLE_CUDA, Kokkos_ARCH_AMPERE80, C++20;
 #   2. luminal is configured against it with the usual g++ (Kokkos' launcher sends the
 #      Kokkos-dependent compiles through nvcc_wrapper) and luminal_kokkos_tests is built.
@@ -63,6 +63,14 @@ if old not in text:
     sys.exit("Kokkos_CudaSpace.cpp: the cudaMemPrefetchAsync call to patch was not found")
 open(path, "w").write(text.replace(old, new))
 EOF
+  # Patch 5: 3.4's block-size deduction reads the device's properties through a new
+  # Kokkos::Cuda(), whose shared pointer allocates a control block: one heap allocation per
+  # kernel launch, which "running again with the same extents allocates nothing" counts.
+  # Kokkos 4.2 reads them from the launch's own instance (kokkos/kokkos#6419); so does this.
+  deduction=$kokkos/core/src/Cuda/Kokkos_Cuda_BlockSize_Deduction.hpp
+  [ "$(grep -c 'auto const& prop = Kokkos::Cuda().cuda_device_prop();' $deduction)" = 2 ] ||
+    { echo "$deduction: the two Kokkos::Cuda() property reads to patch were not found" >&2; exit 1; }
+  sed -i 's/auto const& prop = Kokkos::Cuda().cuda_device_prop();/auto const\& prop = cuda_instance->m_deviceProp;/' $deduction
 fi
 kokkos=$work/pykokkos-base-0.0.7/external/kokkos
 suffix=""
