@@ -6,6 +6,8 @@
 // an input coordinate in a merged group is a division. Extents the compiler cannot match
 // (symbols with offsets) make one group of everything: flat index, then unravel.
 #pragma once
+#include <initializer_list>
+
 #include "../errors.hpp"
 #include "view.hpp"
 
@@ -73,6 +75,15 @@ auto reshape_out_groups(std::index_sequence<K...>)
 template <class Out, class In, std::size_t... K>
 auto reshape_in_groups(std::index_sequence<K...>)
     -> std::integer_sequence<int, group_reshape(In::dims, Out::dims).in[K]...>;
+
+/// Whether no group (a number >= 0) holds two of the axes listed: every axis on that side
+/// of a reshape is a group of its own (reshape_map's only_splits and only_merges).
+constexpr bool each_group_once(std::initializer_list<int> groups) {
+  for (auto a = groups.begin(); a != groups.end(); ++a)
+    for (auto b = a + 1; b != groups.end(); ++b)
+      if (*a >= 0 && *a == *b) return false;
+  return true;
+}
 }  // namespace detail
 
 /// A reshape as a coordinate map: out axis k belongs to group OutGroups[k], input axis m
@@ -112,24 +123,12 @@ struct reshape_map<std::integer_sequence<int, OG...>, std::integer_sequence<int,
   /// Whether every output axis is a group of its own: the reshape only splits axes (a
   /// pool's (28, 28) -> (14, 2, 14, 2)), and output coordinates follow from input ones by
   /// multiply-adds alone (from_child).
-  static constexpr bool only_splits = [] {
-    constexpr int og[] = {OG..., -1};
-    for (std::size_t a = 0; a < sizeof...(OG); ++a)
-      for (std::size_t b = a + 1; b < sizeof...(OG); ++b)
-        if (og[a] >= 0 && og[a] == og[b]) return false;
-    return true;
-  }();
+  static constexpr bool only_splits = detail::each_group_once({OG...});
   /// Whether every input axis is a group of its own: output axes only merge into input
   /// axes (a convolution's (N, C, Ho Wo) GEMM output read as (N, C, Ho, Wo)). The input is
   /// then read at output coordinates by multiply-adds alone (to_child), and a loop over
   /// the input runs in rows as long as several of the output's.
-  static constexpr bool only_merges = [] {
-    constexpr int ig[] = {IG..., -1};
-    for (std::size_t a = 0; a < sizeof...(IG); ++a)
-      for (std::size_t b = a + 1; b < sizeof...(IG); ++b)
-        if (ig[a] >= 0 && ig[a] == ig[b]) return false;
-    return true;
-  }();
+  static constexpr bool only_merges = detail::each_group_once({IG...});
   /// How many input axes output axis k's group holds.
   static constexpr int inputs_of(std::size_t k) {
     constexpr int og[] = {OG..., -1};
