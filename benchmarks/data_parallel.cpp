@@ -119,12 +119,12 @@ int worker(const options& opt, communicator& comm) {
   step.bind("labels", labels);
   for (int i = 0; i < 5; ++i) step.run();  // warm-up (and the first run's broadcast)
 
-  const double waited_before = step.program().exchange_wait_seconds();
+  const double waited_before = step.exchange_wait_seconds();
   comm.any(false);  // start together
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < opt.steps; ++i) step.run();
   const double step_s = seconds_since(start) / opt.steps;
-  const double exposed_s = (step.program().exchange_wait_seconds() - waited_before) / opt.steps;
+  const double exposed_s = (step.exchange_wait_seconds() - waited_before) / opt.steps;
 
   // The same buckets summed by blocking calls, outside the step: the exchange's full time.
   // The step's gradients, last layers first: fc3 bias, weight, fc2 bias, weight, fc1 bias, weight.

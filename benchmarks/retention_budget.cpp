@@ -53,7 +53,7 @@ row prepare(const std::string& name, const Model& model, const xt::xarray<float>
   step->bind("labels", labels);
   row r{name};
   for (int k = 0; k < 5; ++k) r.losses.push_back(step->run());
-  const auto& prog = step->program();
+  const auto& prog = step->gradient_program();
   r.retained = prog.retained_bytes();
   r.arena = prog.arena_bytes();
   r.recomputed_gflop = prog.recomputed_flops() / 1e9;

@@ -96,7 +96,7 @@ luminal_result time_luminal(Loss loss, const xt::xarray<float>& x, const xt::xar
                              " parameter and state tensors");
   step.bind("x", x);
   step.bind("labels", labels);
-  r.kernels = step.program().kernel_count();
+  r.kernels = step.kernel_count();
   r.first_loss = step.run();
   r.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<double> steps, floors, ratios;
@@ -112,10 +112,10 @@ luminal_result time_luminal(Loss loss, const xt::xarray<float>& x, const xt::xar
   r.last_loss = step.run();
   r.last_step = 2 + rounds * (3 + reps);  // median_ms warms up with 3
   if (print_profile) {  // after the timing: profiling waits after every kernel
-    step.program().set_profiling(true);
+    step.set_profiling(true);
     for (int k = 0; k < reps; ++k) step.run();
-    std::fputs(step.program().profile().c_str(), stdout);
-    std::fputs(step.program().describe().c_str(), stdout);
+    std::fputs(step.profile().c_str(), stdout);
+    std::fputs(step.describe().c_str(), stdout);
   }
   return r;
 }

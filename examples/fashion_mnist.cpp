@@ -355,7 +355,7 @@ int train(const options& opt, ModelFn model, Modules modules, communicator& comm
   }();
   auto eval = compile(argmax<1>(model(nn::eval)));
   step.seed = opt.seed ^ (0x9e3779b97f4a7c15ull * std::uint64_t(comm.rank()));  // each rank its own dropout
-  if (opt.profile) step.program().set_profiling(true);
+  if (opt.profile) step.set_profiling(true);
 
   tensor_store initial;
   std::apply([&](const auto&... m) { (m.initialize(initial, opt.seed), ...); }, modules);
@@ -372,7 +372,7 @@ int train(const options& opt, ModelFn model, Modules modules, communicator& comm
   }
   if (lead)
     std::cerr << "model " << opt.model << ": " << decltype(step)::slot_count << " parameter and state tensors, "
-              << step.program().kernel_count() << " kernels per step (set-up "
+              << step.kernel_count() << " kernels per step (set-up "
               << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)"
               << (ranks > 1 ? ", data parallel over " + std::to_string(ranks) + " ranks" : std::string()) << "\n";
 
@@ -431,8 +431,8 @@ int train(const options& opt, ModelFn model, Modules modules, communicator& comm
   }
   if (lead) std::printf("final test accuracy %.4f\n", accuracy);
   if (lead && opt.profile) {
-    std::fputs(step.program().profile().c_str(), stdout);
-    std::fputs(step.program().describe().c_str(), stdout);
+    std::fputs(step.profile().c_str(), stdout);
+    std::fputs(step.describe().c_str(), stdout);
   }
   return 0;
 }

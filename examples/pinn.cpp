@@ -191,7 +191,7 @@ int main(int argc, char** argv) try {
   step.bind("bc_weight", xt::xarray<double>(opt.bc_weight));
   std::printf("pinn: -u'' = f on (0, 1), u = sin(pi x) + sin(4 pi x); MLP 1-%lld-%lld-1 tanh, f64, %d points, "
               "%d kernels per step\n",
-              (long long)width, (long long)width, opt.points, step.program().kernel_count());
+              (long long)width, (long long)width, opt.points, step.kernel_count());
 
   double first = 0, loss = 0, error = relative_l2(eval, step.store());
   std::printf("step %7d  relative L2 error %.3e (the initial network)\n", 0, error);

@@ -66,6 +66,13 @@ inline std::string extents_in_parentheses(std::span<const index_t> shape) {
   return s + ")";
 }
 
+/// Whether one of `leaves` is named `name`.
+inline bool holds_input(std::span<const leaf_entry> leaves, std::string_view name) {
+  for (const leaf_entry& leaf : leaves)
+    if (leaf.name == name) return true;
+  return false;
+}
+
 /// The index of the input named `name`; throws input_error listing the inputs there are.
 inline std::size_t find_input(std::span<const leaf_entry> leaves, std::string_view name) {
   for (std::size_t i = 0; i < leaves.size(); ++i)

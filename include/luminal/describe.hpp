@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,21 @@
 #include "node_labels.hpp"
 
 namespace luminal::detail {
+
+/// Each kernel's milliseconds per run and its label, "<prefix>kernel k: <node>", in run
+/// order: the rows of program::profile().
+template <class Layout>
+std::vector<std::pair<double, std::string>> kernel_time_rows(const std::vector<double>& seconds, std::size_t runs,
+                                                             std::string_view prefix) {
+  constexpr auto& plan = Layout::plan;
+  std::vector<std::pair<double, std::string>> rows;
+  for (std::size_t k = 0; k < std::size_t(plan.kernel_count); ++k) {
+    std::string label = format_label(node_labels<typename Layout::nodes>[std::size_t(plan.kernels[k])], " ");
+    double ms = runs ? 1e3 * seconds[k] / double(runs) : 0.0;
+    rows.emplace_back(ms, std::string(prefix) + "kernel " + std::to_string(k) + ": " + label);
+  }
+  return rows;
+}
 
 /// How kernel K loops, where that takes the kernel's types to tell: the compile-time half
 /// of its description, one entry of a table (consteval: no code, no symbols).

@@ -259,15 +259,16 @@ class program {
   /// line each with milliseconds per run, share of the total, and the node the kernel
   /// computes (op, element type, shape). Elementwise chains fused into a kernel are not
   /// listed separately.
-  std::string profile() const {
-    std::vector<std::pair<double, std::string>> rows;
-    for (std::size_t k = 0; k < plan.kernel_count; ++k) {
-      std::string label = detail::format_label(detail::node_labels<nodes>[std::size_t(plan.kernels[k])], " ");
-      double ms = profiled_runs_ ? 1e3 * kernel_seconds_[k] / double(profiled_runs_) : 0.0;
-      rows.emplace_back(ms, "kernel " + std::to_string(k) + ": " + label);
-    }
-    return detail::profile_report(std::move(rows), profiled_runs_);
+  std::string profile() const { return detail::profile_report(profile_rows(), profiled_runs_); }
+  /// profile()'s rows in run order (milliseconds per run, "<prefix>kernel k: <label>"), for
+  /// a report over several programs (train_step::profile).
+  std::vector<std::pair<double, std::string>> profile_rows(std::string_view prefix = {}) const {
+    return detail::kernel_time_rows<layout>(kernel_seconds_, profiled_runs_, prefix);
   }
+  /// Whether the program has an input (leaf) named `name`.
+  static bool reads_input(std::string_view name) { return detail::holds_input(leaf_table, name); }
+  /// Runs timed since set_profiling(true).
+  std::size_t profiled_runs() const { return profiled_runs_; }
 
   /// Every kernel in run order: what it computes, how it loops (one flat loop, a loop
   /// nest and its inner extent, a reduction, a GEMM), the views and maps it fuses, the

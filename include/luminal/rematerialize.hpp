@@ -27,8 +27,8 @@ namespace luminal {
 ///
 ///     auto step = compile_train_step<host, retention_policy::budget{16 << 20}>(loss, adam{});
 ///     step.run();
-///     step.program().retained_bytes();    // <= 16 MiB
-///     step.program().recomputed_flops();  // the price
+///     step.gradient_program().retained_bytes();    // <= 16 MiB
+///     step.gradient_program().recomputed_flops();  // the price
 struct retention_policy {
   enum class mode { store_all, recompute_elementwise, budget };
   mode kind = mode::store_all;

@@ -16,9 +16,13 @@
 //
 // The parameters are the loss's param<> leaves; their gradients come from the reverse
 // pass, optionally clipped by their global norm, and feed the optimizer's update graph
-// (grad/optimizers.hpp). The updated parameters and state are the program's outputs,
-// written straight into the parameter store's second buffers, which then swap.
+// (grad/optimizers.hpp). A step is two programs: the loss and the gradients, then, once the
+// loss is known to be finite, the update. The update writes the parameters and their state
+// over their current values where no kernel reads them afterwards (Adam, AdamW and SGD: all
+// of them), so the CPU's caches hold one copy, and a step with a NaN loss changes nothing.
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -30,6 +34,7 @@
 #include "io/safetensors.hpp"
 #include "ops/exchange.hpp"
 #include "parameter_store.hpp"
+#include "train_programs.hpp"
 
 namespace luminal {
 
@@ -60,20 +65,29 @@ constexpr std::uint64_t mix(std::uint64_t x) {
 }
 }  // namespace detail
 
-/// A compiled training step over the parameter and optimizer-state leaves `Slots` (an
-/// mp_list: the parameters first, then each parameter's state). Output 0 of Program is
-/// the loss; output 1 + i is the updated value of slot i. Move-only.
-template <class B, class Opt, gradient_clipping Clipping, class Program, class Slots>
+/// A compiled training step: `GradientProgram` computes the loss (output 0) and the
+/// gradients that the update reads (output GradientOutputs[i] is parameter i's, -1 where the
+/// update recomputes it from leaves); `UpdateProgram` computes the new value of each of
+/// `Slots` (an mp_list: the parameters first, then each parameter's state), output i for
+/// slot i. The update runs only once the loss is known to be finite. Move-only.
+template <class B, class Opt, gradient_clipping Clipping, class GradientProgram, class UpdateProgram, class Slots,
+          auto GradientOutputs>
 class train_step {
  public:
-  using program_type = Program;
-  using loss_type = value_t<typename Program::template output_node<0>>;
+  using gradient_program_type = GradientProgram;
+  using update_program_type = UpdateProgram;
+  using loss_type = value_t<typename GradientProgram::template output_node<0>>;
   static constexpr std::size_t slot_count = boost::mp11::mp_size<Slots>::value;
+  static constexpr std::size_t parameter_count = GradientOutputs.size();
   /// The slots' names, roles, types and shapes, for loops that need no types.
-  static constexpr auto& slots = detail::leaf_entries<Slots, typename Program::nodes>;
+  static constexpr auto& slots = detail::leaf_entries<Slots, typename UpdateProgram::nodes>;
+  /// Which slots the update writes over their current values (detail::slots_updated_in_place);
+  /// the others go to the store's second buffers, which swap after the run.
+  static constexpr std::array<bool, slot_count> in_place = detail::slots_updated_in_place<UpdateProgram>(Slots{});
 
-  train_step(Program program, Opt optimizer, B backend = {})
-      : program_(std::move(program)), optimizer_(std::move(optimizer)), store_(std::move(backend)) {
+  train_step(GradientProgram gradients, UpdateProgram update, Opt optimizer, B backend = {})
+      : gradient_program_(std::move(gradients)), update_program_(std::move(update)), optimizer_(std::move(optimizer)),
+        store_(backend), handed_over_(std::move(backend)) {
     for (const detail::leaf_entry& slot : slots) {
       std::vector<index_t> shape;
       for (std::size_t k = 0; k < slot.rank; ++k) {
@@ -85,6 +99,15 @@ class train_step {
       }
       store_.add(slot.name, slot.type, std::move(shape));
     }
+    // The loss and each gradient the update reads get memory of their own: the update
+    // program reads them where the gradient program wrote them.
+    handed_over_.add("loss", dtype_of<loss_type>(), {});
+    for (std::size_t i = 0; i < parameter_count; ++i)
+      if (GradientOutputs[i] >= 0 && handed_over_source[std::size_t(GradientOutputs[i])] == GradientOutputs[i]) {
+        std::vector<index_t> shape;
+        for (std::size_t k = 0; k < slots[i].rank; ++k) shape.push_back(slots[i].dims[k].offset);
+        handed_over_.add(output_name(GradientOutputs[i]), slots[i].type, std::move(shape));
+      }
   }
 
   /// Binds a data input (copied), as program::bind does. Parameters, optimizer state and
@@ -92,33 +115,47 @@ class train_step {
   template <class E>
   void bind(std::string_view name, const xt::xexpression<E>& array) {
     require_data_input(name);
-    program_.bind(name, array);
+    // A data input that a recomputed gradient reads (detail::recomputed_by_update) goes to both.
+    if (UpdateProgram::reads_input(name)) update_program_.bind(name, array);
+    if (!UpdateProgram::reads_input(name) || GradientProgram::reads_input(name)) gradient_program_.bind(name, array);
   }
   template <element_type T>
   void bind(std::string_view name, const T* data, std::span<const index_t> shape) {
     require_data_input(name);
-    program_.bind(name, data, shape);
+    if (UpdateProgram::reads_input(name)) update_program_.bind(name, data, shape);
+    if (!UpdateProgram::reads_input(name) || GradientProgram::reads_input(name)) gradient_program_.bind(name, data, shape);
   }
 
   /// Runs one step and returns the loss (of the parameters before the update). A loss
   /// that is NaN or infinite throws run_error, and the parameters and state stay as they
-  /// were before this step.
+  /// were before this step: the update program has not run.
   loss_type run() {
     if (comm_ && !synchronized_) synchronize();
     const std::int64_t t = step_ + 1;
     optimizer_.hyperparameters(t, [&](std::string_view name, double value) { bind_scalar(name, value); });
     if constexpr (Clipping == gradient_clipping::global_norm) bind_scalar("optim.max_grad_norm", max_grad_norm);
-    if constexpr (detail::has_leaf(typename Program::leaves{}, "rng.seed"))
+    if constexpr (detail::has_leaf(typename GradientProgram::leaves{}, "rng.seed") ||
+                  detail::has_leaf(typename UpdateProgram::leaves{}, "rng.seed"))
       bind_scalar("rng.seed", double(detail::mix(seed ^ detail::mix(std::uint64_t(t))) >> 40));  // exact in f32
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<slot_count>>([&](auto I) {
       using L = boost::mp11::mp_at_c<Slots, I>;
       auto& s = store_.materialized(L::name.view());
-      program_.bind_device(L::name.view(), static_cast<const value_t<L>*>(s.current), s.shape);
-      program_.template write_output_to<1 + I>(static_cast<value_t<L>*>(store_.next_buffer(L::name.view())));
+      const auto* current = static_cast<const value_t<L>*>(s.current);
+      if constexpr (detail::has_leaf(typename GradientProgram::leaves{}, L::name.view()))
+        gradient_program_.bind_device(L::name.view(), current, s.shape);
+      update_program_.bind_device(L::name.view(), current, s.shape);
+      void* destination = in_place[I] ? s.current : store_.next_buffer(L::name.view());
+      update_program_.template write_output_to<I>(static_cast<value_t<L>*>(destination));
     });
-    program_.run();
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<handed_over_source.size()>>([&](auto K) {
+      if constexpr (handed_over_source[K] == int(K)) {
+        using T = value_t<typename GradientProgram::template output_node<K>>;
+        gradient_program_.template write_output_to<K>(static_cast<T*>(handed_over_.at(output_name(K)).current));
+      }
+    });
+    gradient_program_.run();
     loss_type loss{};
-    program_.template read_output<0>(std::span<loss_type>(&loss, 1));
+    gradient_program_.template read_output<0>(std::span<loss_type>(&loss, 1));
     const bool finite = std::isfinite(double(loss));
     // Every rank applied the same mean: a loss that is not finite anywhere stops them all
     // alike (every rank asks, whatever its own loss, or the others would wait for it).
@@ -128,23 +165,58 @@ class train_step {
                               : std::string(std::isnan(double(loss)) ? "NaN" : "infinite")) +
                       " at step " + std::to_string(t) +
                       "; the parameters and optimizer state are left as they were before this step");
-    store_.swap_buffers();
+    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<parameter_count>>([&](auto I) {
+      constexpr int k = GradientOutputs[I];
+      if constexpr (k >= 0) {
+        using P = boost::mp11::mp_at_c<Slots, I>;
+        const auto& memory = handed_over_.at(output_name(handed_over_source[std::size_t(k)]));
+        update_program_.bind_device(detail::gradient_input<P>::name.view(),
+                                    static_cast<const value_t<P>*>(memory.current), store_.at(P::name.view()).shape);
+      }
+    });
+    update_program_.run();
+    store_.swap_buffers();  // the slots not updated in place
     step_ = t;
     return loss;
   }
+
+  /// Kernels one step runs: the gradient program's, then the update's.
+  static constexpr int kernel_count() { return GradientProgram::kernel_count() + UpdateProgram::kernel_count(); }
+  /// Times every kernel of the following steps (or stops timing): see profile().
+  void set_profiling(bool on) {
+    gradient_program_.set_profiling(on);
+    update_program_.set_profiling(on);
+  }
+  /// Every kernel of a step, slowest first, as program::profile(); the update's kernels are
+  /// labelled "update kernel k".
+  std::string profile() const {
+    auto rows = gradient_program_.profile_rows();
+    for (auto& row : update_program_.profile_rows("update ")) rows.push_back(std::move(row));
+    return detail::profile_report(std::move(rows), gradient_program_.profiled_runs());
+  }
+  /// program::describe() of the gradient program, then of the update program.
+  std::string describe() const {
+    const auto written_over = std::count(in_place.begin(), in_place.end(), true);
+    return gradient_program_.describe() + "the update, once the loss is finite: " +
+           std::to_string(UpdateProgram::kernel_count()) + " kernels of a program of its own, writing " +
+           std::to_string(written_over) + " of " + std::to_string(slot_count) +
+           " tensors over their current values\n" + update_program_.describe();
+  }
+  /// Seconds spent waiting for the gradients' exchanges (program::exchange_wait_seconds).
+  double exchange_wait_seconds() const { return gradient_program_.exchange_wait_seconds(); }
 
   /// Makes the step data parallel over `comm` (compile_train_step with data_parallel does
   /// this): the next run() checks that every rank holds the same model and takes rank 0's
   /// parameters, optimizer state and step count. A GPU backend needs a communicator that
   /// sums device memory (nccl_communicator).
   void set_communicator(communicator& comm) {
-    static_assert(Program::exchanges, "luminal: this step was not compiled with data_parallel");
+    static_assert(GradientProgram::exchanges, "luminal: this step was not compiled with data_parallel");
     if (!B::host_accessible && !comm.sums_device_memory())
       throw distributed_error(std::string("luminal: data_parallel on the ") + B::name +
                               " backend needs a communicator that sums device memory (nccl_communicator, "
                               "luminal/distributed/nccl.hpp); this one sums host memory only");
     comm_ = &comm;
-    program_.set_communicator(comm);
+    gradient_program_.set_communicator(comm);
     synchronized_ = false;
   }
   /// The communicator of a data-parallel step, or nullptr.
@@ -158,7 +230,12 @@ class train_step {
   const Opt& optimizer() const { return optimizer_; }
   parameter_store<B>& store() { return store_; }
   const parameter_store<B>& store() const { return store_; }
-  Program& program() { return program_; }
+  /// The program of the loss and the gradients (forward and backward), and the program of
+  /// the optimizer's update, which runs after it once the loss is finite.
+  GradientProgram& gradient_program() { return gradient_program_; }
+  const GradientProgram& gradient_program() const { return gradient_program_; }
+  UpdateProgram& update_program() { return update_program_; }
+  const UpdateProgram& update_program() const { return update_program_; }
 
   /// Parameters, optimizer state, step count and optimizer name as one tensor_store.
   tensor_store state() const {
@@ -216,7 +293,8 @@ class train_step {
  private:
   void require_data_input(std::string_view name) const {
     bool reserved = name.starts_with("optim.") || name == "rng.seed";
-    for (const detail::leaf_entry& slot : slots) reserved = reserved || slot.name == name;
+    for (const detail::leaf_entry& slot : slots)
+      reserved = reserved || slot.name == name || (name.starts_with("grad.") && name.substr(5) == slot.name);
     if (reserved)
       throw input_error("luminal: '" + std::string(name) +
                         "' is bound by the training step (a parameter, optimizer state or hyperparameter); "
@@ -224,8 +302,27 @@ class train_step {
   }
   void bind_scalar(std::string_view name, double value) {
     const loss_type v = loss_type(value);
-    program_.bind(name, &v, std::span<const index_t>{});
+    const bool gradients = GradientProgram::reads_input(name);
+    if (gradients) gradient_program_.bind(name, &v, std::span<const index_t>{});
+    if (!gradients || UpdateProgram::reads_input(name)) update_program_.bind(name, &v, std::span<const index_t>{});
   }
+  /// The memory an output of the gradient program is written to: "loss", "output k".
+  static std::string output_name(int k) { return k == 0 ? "loss" : "output " + std::to_string(k); }
+  /// For each output of the gradient program, the first output that is the same node (the
+  /// program writes a node once): a gradient that is also another's, or the loss.
+  static constexpr auto handed_over_source = [] {
+    constexpr auto& ids = GradientProgram::output_ids;
+    std::array<int, ids.size()> first{};
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      first[k] = int(k);
+      for (std::size_t j = 0; j < k; ++j)
+        if (ids[j] == ids[k]) {
+          first[k] = int(j);
+          break;
+        }
+    }
+    return first;
+  }();
   /// Refuses ranks whose models differ, then makes every rank's store and step count rank 0's.
   void synchronize() {
     std::string description;
@@ -243,9 +340,11 @@ class train_step {
       if (slot.role == leaf_role::state) store_.zero(slot.name);
   }
 
-  Program program_;
+  GradientProgram gradient_program_;
+  UpdateProgram update_program_;
   Opt optimizer_;
   parameter_store<B> store_;
+  parameter_store<B> handed_over_;  // the loss and the gradients, from one program to the other
   std::int64_t step_ = 0;
   communicator* comm_ = nullptr;
   bool synchronized_ = false;
@@ -292,17 +391,22 @@ auto build_train_step(Loss, Opt opt, Exchange, boost::mp11::mp_list<P...>) {
   require_scalar<Loss>();
   using pass = scalar_loss_pass<Loss, P...>;
   using grads = boost::mp11::mp_list<decltype(pass::template gradient<P>())...>;
-  using exchanged = typename Exchange::template apply<clipped_gradients<Clipping, grads>>;
+  using exchanged = typename Exchange::template apply<grads>;
+  // The gradient program: the loss, then the gradients the update reads from it.
+  using handed_over = boost::mp11::mp_filter<is_handed_over, exchanged>;
+  auto gradients = compile_outputs<B, Policy>(boost::mp11::mp_push_front<handed_over, Loss>{});
+  // The update program: each slot's new value, then each parameter's new optimizer state.
+  using read = boost::mp11::mp_transform<boost::mp11::mp_if, boost::mp11::mp_transform<is_handed_over, exchanged>,
+                                         boost::mp11::mp_list<gradient_input<P>...>, exchanged>;
   using updates = boost::mp11::mp_transform_q<boost::mp11::mp_quote<update_of<Opt>::template fn>,
-                                              boost::mp11::mp_list<P...>, exchanged>;
-  // The loss, each slot's new value, then each parameter's new optimizer state.
+                                              boost::mp11::mp_list<P...>, clipped_gradients<Clipping, read>>;
   using new_values = boost::mp11::mp_transform<boost::mp11::mp_first, updates>;
   using new_states =
       boost::mp11::mp_apply<boost::mp11::mp_append, boost::mp11::mp_transform<boost::mp11::mp_rest, updates>>;
-  using outputs = boost::mp11::mp_append<boost::mp11::mp_list<Loss>, new_values, new_states>;
-  auto prog = compile_outputs<B, Policy>(outputs{});
+  auto update = compile_outputs<B, retention_policy::store_all>(boost::mp11::mp_append<new_values, new_states>{});
   using slots = boost::mp11::mp_append<boost::mp11::mp_list<P...>, typename Opt::template states<P>...>;
-  return train_step<B, Opt, Clipping, decltype(prog), slots>(std::move(prog), std::move(opt));
+  return train_step<B, Opt, Clipping, decltype(gradients), decltype(update), slots, gradient_outputs(exchanged{})>(
+      std::move(gradients), std::move(update), std::move(opt));
 }
 }  // namespace detail
 

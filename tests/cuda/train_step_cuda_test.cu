@@ -16,21 +16,27 @@ TEMPLATE_TEST_CASE("cuda: a training step matches the host and moves no paramete
   const host_run cpu = run_on_host(xv, tv, 1 + steps);
   gpu.bind("x", xv); gpu.bind("target", tv);
   REQUIRE(std::abs(gpu.run() - cpu.losses[0]) <= 1e-5f);  // plans and allocates
-  const auto& backend = gpu.program().backend();
-  const std::size_t to_device = backend.bytes_to_device(), to_host = backend.bytes_to_host();
+  // A step is two programs (the gradients, then the update), each on a backend object of its own.
+  const auto& gradients = gpu.gradient_program().backend();
+  const auto& update = gpu.update_program().backend();
+  auto bytes_to_device = [&] { return gradients.bytes_to_device() + update.bytes_to_device(); };
+  auto bytes_to_host = [&] { return gradients.bytes_to_host() + update.bytes_to_host(); };
+  const std::size_t to_device = bytes_to_device(), to_host = bytes_to_host();
   std::size_t state_bytes = 0;
   for (const auto& [name, slot] : gpu.store()) state_bytes += slot.bytes;
   for (int i = 1; i <= steps; ++i) {
     float g = gpu.run(), c = cpu.losses[std::size_t(i)];
     REQUIRE(std::abs(g - c) <= 1e-4f * (1 + std::abs(c)));
   }
-  // Per step the buffer table (two alternate) and the optimizer's scalars go down, and the
+  // Per step the optimizer's scalars (and a buffer table, if one changed) go down, and the
   // loss comes back; a program that gathers also sends and reads an error flag.
   // Parameters and optimizer state stay on the GPU.
-  const std::size_t down = (backend.bytes_to_device() - to_device) / steps;
-  const std::size_t up = (backend.bytes_to_host() - to_host) / steps;
-  constexpr std::size_t nodes = decltype(gpu)::program_type::node_count;
-  constexpr std::size_t flag = decltype(gpu)::program_type::checks_indices ? sizeof(int) : 0;
+  const std::size_t down = (bytes_to_device() - to_device) / steps;
+  const std::size_t up = (bytes_to_host() - to_host) / steps;
+  using step_type = decltype(gpu);
+  constexpr std::size_t nodes =
+      step_type::gradient_program_type::node_count + step_type::update_program_type::node_count;
+  constexpr std::size_t flag = step_type::gradient_program_type::checks_indices ? sizeof(int) : 0;
   INFO("bytes per step to the device " << down << ", to the host " << up << "; parameters and state "
                                        << state_bytes << "; nodes " << nodes);
   REQUIRE(up == sizeof(float) + flag);
@@ -38,5 +44,5 @@ TEMPLATE_TEST_CASE("cuda: a training step matches the host and moves no paramete
   REQUIRE(down < state_bytes / 10);
   for (const auto& name : parameter_names)
     test::require_close(gpu.store().template get<float>(name), cpu.parameters.at(name), 1e-4, 1e-5);
-  if constexpr (TestType::graphs) REQUIRE(backend.graph_launches() >= std::size_t(steps - 2));
+  if constexpr (TestType::graphs) REQUIRE(gradients.graph_launches() >= std::size_t(steps - 2));
 }

@@ -64,7 +64,7 @@ TEMPLATE_TEST_CASE("nccl: a data-parallel step over one rank matches the host's 
   }
   for (const auto& name : parameter_names)
     test::require_close(gpu.store().template get<float>(name), cpu.parameters.at(name), 1e-4, 1e-5);
-  if constexpr (TestType::graphs) REQUIRE(gpu.program().backend().graph_launches() >= std::size_t(steps - 2));
+  if constexpr (TestType::graphs) REQUIRE(gpu.gradient_program().backend().graph_launches() >= std::size_t(steps - 2));
 }
 
 TEST_CASE("nccl: a GPU step refuses a communicator that sums host memory", "[nccl]") {

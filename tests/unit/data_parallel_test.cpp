@@ -140,8 +140,8 @@ TEST_CASE("data parallel: buckets travel while the backward computes the next, l
   REQUIRE(position(e, "start 27") < position(e, "start 56"));
   REQUIRE(position(e, "start 56") < position(e, "wait 0"));
   REQUIRE(comm.progress_calls > 0);
-  REQUIRE(parallel.program().exchange_wait_seconds() >= 0.0);
-  const std::string text = parallel.program().describe();
+  REQUIRE(parallel.exchange_wait_seconds() >= 0.0);
+  const std::string text = parallel.describe();
   REQUIRE(text.find("exchange over the communicator's ranks") != std::string::npos);
   REQUIRE(text.find("exchange start (sends the bucket)") != std::string::npos);
 

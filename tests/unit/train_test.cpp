@@ -2,7 +2,9 @@
 // torch.optim's formulas (fed the gradients of a separately compiled grad program),
 // gradient clipping, the parameter store shared with an evaluation program, NaN losses,
 // checkpoints and resuming.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <filesystem>
 #include <luminal/train.hpp>
 
@@ -168,16 +170,16 @@ TEST_CASE("program profile: per-kernel times over the profiled runs, slowest fir
   step.bind("x", xs);
   step.bind("y", ys);
   step.run();  // not profiled
-  step.program().set_profiling(true);
+  step.set_profiling(true);
   step.run();
   step.run();
-  const std::string report = step.program().profile();
+  const std::string report = step.profile();
   INFO(report);
   REQUIRE(report.find("2 runs") != std::string::npos);
   REQUIRE(report.find(" matmul f64 (Batch, 2)") != std::string::npos);
   std::size_t lines = 0;
   for (char ch : report) lines += ch == '\n';
-  REQUIRE(lines == 1 + std::size_t(decltype(step)::program_type::kernel_count()));
+  REQUIRE(lines == 1 + std::size_t(decltype(step)::kernel_count()));
 }
 
 TEST_CASE("program describe: each kernel's loop, reads and bytes, with times once profiled", "[train][profile]") {
@@ -185,19 +187,20 @@ TEST_CASE("program describe: each kernel's loop, reads and bytes, with times onc
   step.store().assign(initial_values());
   step.bind("x", xs);
   step.bind("y", ys);
-  REQUIRE_THROWS_AS(step.program().describe(), input_error);  // no extents before a run
+  REQUIRE_THROWS_AS(step.describe(), input_error);  // no extents before a run
   step.run();
-  std::string text = step.program().describe();
+  std::string text = step.describe();
   INFO(text);
   std::size_t kernels = 0;
   for (std::size_t at = text.find("kernel "); at != std::string::npos; at = text.find("\nkernel ", at + 1)) ++kernels;
-  REQUIRE(kernels == std::size_t(decltype(step)::program_type::kernel_count()));
+  REQUIRE(kernels == std::size_t(decltype(step)::kernel_count()));
   REQUIRE(text.find("GEMM ") != std::string::npos);
   REQUIRE(text.find("reads input x f64 (Batch, 3) (5, 3)") != std::string::npos);
+  REQUIRE(text.find("writing 4 of 4 tensors over their current values") != std::string::npos);
   REQUIRE(text.find(" GB/s") == std::string::npos);  // not profiled yet
-  step.program().set_profiling(true);
+  step.set_profiling(true);
   step.run();
-  text = step.program().describe();
+  text = step.describe();
   REQUIRE(text.find(" GB/s") != std::string::npos);
   REQUIRE(text.find(" GFLOP/s") != std::string::npos);
 }
@@ -212,15 +215,15 @@ TEST_CASE("program describe: kernels run as one loop are timed and counted as a 
   step.store().assign(initial_values());
   step.bind("x", xs);
   step.bind("y", ys);
-  step.program().set_profiling(true);
+  step.set_profiling(true);
   step.run();
-  const std::string text = step.program().describe();
+  const std::string text = step.describe();
   INFO(text);
   const std::size_t groups = count(text, "; one loop with kernels "), members = count(text, "; in the loop of the kernel before");
   REQUIRE(groups > 0);
   CHECK(count(text, ", the group ") == groups);         // each group's bytes, after its first kernel's
   CHECK(count(text, "; timed with kernel ") == members);  // the others print no time of their own
-  CHECK(count(text, " per run") == std::size_t(decltype(step)::program_type::kernel_count()) - members);
+  CHECK(count(text, " per run") == std::size_t(decltype(step)::kernel_count()) - members);
   CHECK(text.find("inf GB/s") == std::string::npos);
 }
 
@@ -261,6 +264,108 @@ TEST_CASE("train step: a model of one parameter, whose gradient reads it through
     sgd_reference(wv, velocity, gradient.output(), options);
   }
   test::require_close(step.store().get<double>("W"), wv, 1e-10, 1e-10);
+}
+
+TEST_CASE("train step: Adam and SGD update every tensor in place, and a NaN step in between changes nothing",
+          "[train]") {
+  STATIC_REQUIRE(std::ranges::all_of(decltype(compile_train_step(loss, adam{}))::in_place, std::identity{}));
+  STATIC_REQUIRE(std::ranges::all_of(decltype(compile_train_step(loss, sgd{}))::in_place, std::identity{}));
+  arr bad = xs;
+  bad(0, 0) = std::numeric_limits<double>::infinity();
+  auto steady = compile_train_step(loss, adam{.lr = 0.05f});
+  auto interrupted = compile_train_step(loss, adam{.lr = 0.05f});
+  for (auto* step : {&steady, &interrupted}) {
+    step->store().assign(initial_values());
+    step->bind("x", xs);
+    step->bind("y", ys);
+  }
+  for (int t = 0; t < 4; ++t) {
+    if (t == 2) {
+      interrupted.bind("x", bad);
+      REQUIRE_THROWS_WITH(interrupted.run(), Catch::Contains("infinite at step 3"));
+      interrupted.bind("x", xs);
+    }
+    REQUIRE(interrupted.run() == steady.run());
+  }
+  for (const char* name : {"w", "b", "optimizer.exp_avg.w", "optimizer.exp_avg_sq.b"})
+    test::require_close(interrupted.store().get<double>(name), steady.store().get<double>(name), 0, 0);
+}
+
+namespace {
+/// p -= lr |p|^2 g: an update that reads each parameter through a reduction, so it cannot
+/// write the parameter over its current value.
+struct norm_scaled_sgd {
+  float lr = 0.1f;
+  static constexpr std::string_view name = "norm_scaled_sgd";
+  template <class P>
+  using states = boost::mp11::mp_list<>;
+  template <class P, class G>
+  static constexpr auto update(P p, G g) {
+    hyperparameter<"optim.lr", value_t<P>> rate;
+    return boost::mp11::mp_list<decltype(p - rate * sum(square(p)) * g)>{};
+  }
+  template <class Set>
+  void hyperparameters(std::int64_t, Set&& set) const {
+    set("optim.lr", lr);
+  }
+};
+}  // namespace
+
+TEST_CASE("train step: an update that reads a parameter through a reduction writes a second buffer", "[train]") {
+  auto step = compile_train_step(loss, norm_scaled_sgd{.lr = 0.1f});
+  STATIC_REQUIRE(!decltype(step)::in_place[0]);
+  STATIC_REQUIRE(!decltype(step)::in_place[1]);
+  step.store().assign(initial_values());
+  step.bind("x", xs);
+  step.bind("y", ys);
+  arr wv = initial_values().get<double>("w"), bv = initial_values().get<double>("b");
+  for (int t = 0; t < 3; ++t) {
+    auto [gw, gb] = gradients(xs, ys, wv, bv);
+    const double nw = xt::sum(wv * wv)(), nb = xt::sum(bv * bv)();
+    wv = wv - double(0.1f) * nw * gw;
+    bv = bv - double(0.1f) * nb * gb;
+    step.run();
+  }
+  test::require_close(step.store().get<double>("w"), wv, 1e-12, 1e-12);
+  test::require_close(step.store().get<double>("b"), bv, 1e-12, 1e-12);
+  // The one-parameter model above recomputes its gradient, which reads W transposed, in
+  // the update: W is not written in place there either.
+  auto W = param<"W", f64>(shape<3, 3>);
+  auto X = input<"X", f64>(shape<3, 3>);
+  STATIC_REQUIRE(!decltype(compile_train_step(sum(W * transpose(W) * X), sgd{}))::in_place[0]);
+}
+
+TEST_CASE("train step: gradients that are an input, or one node for two parameters", "[train]") {
+  // d/dp sum(p * X) is X itself: the update reads the input, which it is bound too.
+  auto P = param<"P", f64>(shape<5, 3>);
+  auto Z = input<"z", f64>(shape<5, 3>);
+  auto leaf_step = compile_train_step(sum(P * Z), sgd{.lr = 0.5f});
+  STATIC_REQUIRE(decltype(leaf_step)::gradient_program_type::output_ids.size() == 1);  // the loss alone
+  tensor_store start;
+  start.set("P", arr(test::random_array<double>({5, 3}, 7)));
+  leaf_step.store().assign(start);
+  leaf_step.bind("z", xs);
+  leaf_step.run();
+  leaf_step.run();
+  test::require_close(leaf_step.store().get<double>("P"), arr(start.get<double>("P") - 1.0 * xs), 1e-12, 1e-12);
+  // Two weights whose gradients are the same expression (x^T times ones): one output, read twice.
+  auto a = param<"a", f64>(shape<3, 2>);
+  auto c = param<"c", f64>(shape<3, 2>);
+  auto twin_step = compile_train_step(sum(matmul(x, a)) + sum(matmul(x, c)), sgd{.lr = 0.25f});
+  using twin_gradients = decltype(twin_step)::gradient_program_type;
+  STATIC_REQUIRE(twin_gradients::output_ids[1] == twin_gradients::output_ids[2]);
+  tensor_store twins;
+  twins.set("a", arr(test::random_array<double>({3, 2}, 8)));
+  twins.set("c", arr(test::random_array<double>({3, 2}, 9)));
+  twin_step.store().assign(twins);
+  twin_step.bind("x", xs);
+  twin_step.run();
+  arr column_sums = xt::sum(xs, {0});
+  arr g = xt::zeros<double>({3, 2});
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 2; ++j) g(i, j) = column_sums(i);
+  test::require_close(twin_step.store().get<double>("a"), arr(twins.get<double>("a") - 0.25 * g), 1e-12, 1e-12);
+  test::require_close(twin_step.store().get<double>("c"), arr(twins.get<double>("c") - 0.25 * g), 1e-12, 1e-12);
 }
 
 TEST_CASE("train step: resuming from a checkpoint reproduces the uninterrupted run", "[train][checkpoint]") {

@@ -1,0 +1,80 @@
+// The two programs of a training step (train.hpp): which gradients the update program
+// reads from the gradient program and which it computes itself, and which parameters and
+// optimizer states it may write over their current values.
+//
+//     using update = program<host, retention_policy::store_all, NewP, NewState>;
+//     constexpr auto in_place = detail::slots_updated_in_place<update>(mp_list<P, State>{});
+#pragma once
+#include <algorithm>
+#include <array>
+#include <boost/mp11/list.hpp>
+#include <cstddef>
+#include <type_traits>
+
+#include "graph.hpp"
+#include "node.hpp"
+
+namespace luminal::detail {
+
+/// Whether the update program computes gradient G itself, from the leaves it reads, rather
+/// than reading it from the gradient program: G holds no kernel boundary (a reduction, a
+/// GEMM, a gather, an exchange), only leaves, constants and their maps and views. Such a
+/// gradient costs a few operations per element, and a leaf could not be an output anyway.
+template <class G>
+constexpr bool recomputed_by_update() {
+  return []<class... N>(boost::mp11::mp_list<N...>) {
+    return ((N::kind == op_kind::input || N::kind == op_kind::constant || N::kind == op_kind::extent ||
+             N::kind == op_kind::iota || N::kind == op_kind::map || N::kind == op_kind::view) &&
+            ...);
+  }(topo_nodes<G>{});
+}
+template <class G>
+using is_handed_over = std::bool_constant<!recomputed_by_update<G>()>;
+
+/// The input through which the update program reads parameter P's gradient: "grad.<name>".
+template <class P>
+using gradient_input = Leaf<fixed_string("grad.") + P::name, value_t<P>, shape_t<P>, leaf_role::input>;
+
+/// For each gradient, the gradient program's output that holds it (the loss is output 0),
+/// or -1 where the update recomputes it.
+template <class... G>
+consteval std::array<int, sizeof...(G)> gradient_outputs(boost::mp11::mp_list<G...>) {
+  std::array<int, sizeof...(G)> out{};
+  int next = 1;
+  std::size_t i = 0;
+  ((out[i++] = is_handed_over<G>::value ? next++ : -1), ...);
+  return out;
+}
+
+/// Whether the update program may write the new value of each slot L (output i for the
+/// i-th slot) over the slot's current value:
+///   - every node that depends on the slot is a map (elementwise over same-shape operands),
+///     so every kernel reads the slot at the index it computes, never another element;
+///   - no kernel reads the slot after the kernel that writes its new value, which reads it
+///     before writing it (kernels run as one loop read each block before the next member
+///     writes it).
+/// Adam, AdamW and SGD update every slot in place; an update that reads a parameter
+/// through a view or a reduction (a norm of it) falls back to the store's second buffer.
+template <class Program, class... L>
+constexpr std::array<bool, sizeof...(L)> slots_updated_in_place(boost::mp11::mp_list<L...>) {
+  constexpr auto& table = Program::layout::table;
+  constexpr auto& plan = Program::plan;
+  constexpr std::size_t n = Program::node_count;
+  constexpr std::array<int, sizeof...(L)> leaves{int(node_index<typename Program::nodes, L>::value)...};
+  std::array<bool, sizeof...(L)> out{};
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const int leaf = leaves[i], output = Program::output_ids[i], writer = plan.kernel_of[output];
+    bool safe = writer >= 0 && output != leaf &&
+                std::max(plan.forward_last_use[leaf], plan.backward_last_use[leaf]) <= writer;
+    std::array<bool, n> depends{};
+    depends[std::size_t(leaf)] = true;
+    for (std::size_t id = 0; id < n; ++id) {  // children come before their parents
+      for (int c = 0; c < table[id].child_count; ++c) depends[id] = depends[id] || depends[table[id].children[c]];
+      safe = safe && (!depends[id] || int(id) == leaf || table[id].kind == op_kind::map);
+    }
+    out[i] = safe;
+  }
+  return out;
+}
+
+}  // namespace luminal::detail
