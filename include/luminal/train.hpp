@@ -410,9 +410,10 @@ auto build_train_step(Loss, Opt opt, Exchange, boost::mp11::mp_list<P...>) {
 }
 }  // namespace detail
 
-/// Compiles forward, backward and the optimizer's update of every param<> leaf of `loss`
-/// into one program, on backend B (host by default). With gradient_clipping::global_norm
-/// the gradients are scaled to step.max_grad_norm first.
+/// Compiles forward, backward and the optimizer's update of every param<> leaf of `loss`,
+/// on backend B (host by default): the loss and gradients as one program, the update as a
+/// second that runs once the loss is finite (train_step). With
+/// gradient_clipping::global_norm the gradients are scaled to step.max_grad_norm first.
 ///
 ///     auto step = compile_train_step(loss, sgd{.lr = 0.1f, .momentum = 0.9f});
 ///     auto clipped = compile_train_step<host, retention_policy::store_all,
@@ -439,8 +440,7 @@ template <class B = host, retention_policy Policy = retention_policy::store_all,
 auto compile_train_step(Loss loss, Opt opt, data_parallel<BucketBytes> parallel) {
   static_assert(shape_t<Loss>::rank == 0, "luminal: compile_train_step needs a scalar loss (reduce it with mean)");
   // The backward produces the last layers' gradients first: they fill the first buckets,
-  // and their updates come first in the program, so each bucket travels while the next
-  // bucket's gradients are computed.
+  // so each bucket travels while the next bucket's gradients are computed.
   using params = boost::mp11::mp_reverse<boost::mp11::mp_filter<detail::is_parameter_leaf, topo_nodes<Loss>>>;
   auto step = detail::build_train_step<B, Policy, Clipping>(loss, std::move(opt),
                                                            detail::mean_over_ranks<BucketBytes>{}, params{});
