@@ -108,6 +108,8 @@ class train_step {
         for (std::size_t k = 0; k < slots[i].rank; ++k) shape.push_back(slots[i].dims[k].offset);
         handed_over_.add(output_name(GradientOutputs[i]), slots[i].type, std::move(shape));
       }
+    for (std::size_t k = 0; k < handed_over_source.size(); ++k)  // found once, not by name every step
+      handed_over_memory_[k] = handed_over_.at(output_name(handed_over_source[k])).current;
   }
 
   /// Binds a data input (copied), as program::bind does. Parameters, optimizer state and
@@ -150,7 +152,7 @@ class train_step {
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<handed_over_source.size()>>([&](auto K) {
       if constexpr (handed_over_source[K] == int(K)) {
         using T = value_t<typename GradientProgram::template output_node<K>>;
-        gradient_program_.template write_output_to<K>(static_cast<T*>(handed_over_.at(output_name(K)).current));
+        gradient_program_.template write_output_to<K>(static_cast<T*>(handed_over_memory_[K]));
       }
     });
     gradient_program_.run();
@@ -169,9 +171,9 @@ class train_step {
       constexpr int k = GradientOutputs[I];
       if constexpr (k >= 0) {
         using P = boost::mp11::mp_at_c<Slots, I>;
-        const auto& memory = handed_over_.at(output_name(handed_over_source[std::size_t(k)]));
         update_program_.bind_device(detail::gradient_input<P>::name.view(),
-                                    static_cast<const value_t<P>*>(memory.current), store_.at(P::name.view()).shape);
+                                    static_cast<const value_t<P>*>(handed_over_memory_[std::size_t(k)]),
+                                    store_.at(P::name.view()).shape);
       }
     });
     update_program_.run();
@@ -345,6 +347,7 @@ class train_step {
   Opt optimizer_;
   parameter_store<B> store_;
   parameter_store<B> handed_over_;  // the loss and the gradients, from one program to the other
+  std::array<void*, handed_over_source.size()> handed_over_memory_{};  // output k's memory in handed_over_
   std::int64_t step_ = 0;
   communicator* comm_ = nullptr;
   bool synchronized_ = false;
