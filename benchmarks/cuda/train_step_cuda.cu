@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     double gemms = time_gemms(batch, reps);
     std::printf("\nbatch %d\n", batch);
     std::printf("  %-44s %9.3f ms  (first loss %.5f)\n", "luminal cuda (kernels + cuBLAS)", plain, loss_plain);
-    std::printf("  %-44s %9.3f ms  (first loss %.5f)\n", "luminal cuda_graph (one graph launch)", graph, loss_graph);
+    std::printf("  %-44s %9.3f ms  (first loss %.5f)\n", "luminal cuda_graph (a graph per program)", graph, loss_graph);
     std::printf("  %-44s %9.3f ms  -> cuda_graph / GEMMs = %.2fx\n", "cuBLAS: the step's 8 GEMMs alone", gemms,
                 graph / gemms);
     if (torch) {

@@ -165,9 +165,25 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
     }
     if (loop.wide) out += "; bound by a float function's arithmetic: 512-bit vectors where the CPU has them";
     const int group_end = kernel_groups<Layout>::end[K];
-    if (group_end > int(K) + 1)
-      out += "; one loop with kernels " + std::to_string(K + 1) + " to " + std::to_string(group_end - 1);
-    if (group_end < 0) out += "; in the loop of the kernel before";
+    const auto& segment_end = kernel_groups<Layout>::segment_end;
+    if (group_end > int(K) + 1) {
+      int segments = 0;
+      for (int k = int(K); k < group_end; ++k) segments += segment_end[std::size_t(k)] > 0;
+      if (segments == 1) {
+        out += "; one loop with kernels " + std::to_string(K + 1) + " to " + std::to_string(group_end - 1);
+      } else {
+        out += "; one launch with kernels " + std::to_string(K + 1) + " to " + std::to_string(group_end - 1) + ", as " +
+               std::to_string(segments) + " loops over their own elements";
+        if (segment_end[K] > int(K) + 1)
+          out += ", this one with kernels " + std::to_string(K + 1) + " to " + std::to_string(segment_end[K] - 1);
+      }
+    }
+    if (group_end < 0 && segment_end[K] > 0) {
+      out += "; a loop of its own in the launch of kernel " + std::to_string(kernel_groups<Layout>::first_of(int(K)));
+      if (segment_end[K] > int(K) + 1)
+        out += ", with kernels " + std::to_string(K + 1) + " to " + std::to_string(segment_end[K] - 1);
+    }
+    if (group_end < 0 && segment_end[K] < 0) out += "; in the loop of the kernel before";
     const bool stays = kernel_groups<Layout>::stays_in_group(int(K));
     if (stays) out += "; on the CPU its result stays in the cache, read only by the loop";
     if (plan.is_recompute[K]) out += "; recomputes a forward value, run only if the retention policy chose to";

@@ -1,49 +1,95 @@
-// Which consecutive elementwise kernels of a plan run as one loop (kernel_groups), and
-// that loop (fused_kernels): each member in turn over the same block of flat indices.
+// Which consecutive elementwise kernels of a plan run as one launch (kernel_groups), and
+// that launch's body (fused_kernels): loops over one element count, each member in turn
+// over the same block of flat indices, and independent loops of other counts beside them.
 #pragma once
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "loop_kernels.hpp"
 
 namespace luminal {
 
-/// Consecutive elementwise kernels over the same element count (an optimizer's moments
-/// and parameter, a value and the mask its gradient keeps, the steps of a GELU's
-/// gradient), run as one loop that writes all their buffers: block by block of flat
-/// output indices, each kernel in turn (its own flat loop or loop nest over the block), so
-/// a value one of them writes is still in cache when the next reads it. A member reads an
-/// earlier member's buffer at the flat index it writes (kernel_groups::reads_in_place), or,
-/// a flat kernel, one broadcast element; the latter is why program::replan keeps every
-/// buffer a group reads or writes alive through the whole group (kernel_groups::first_of,
-/// last_of), so running the members interleaved by blocks gives the results of one after
-/// another. On the CPU, a member whose result only later members read, each in place, keeps
-/// it in a scratch of one block on the thread's stack (Local, kernel_groups::local_mask):
-/// it never goes to memory, which is most of the traffic of a chain like a GELU's gradient.
-template <class P, std::uint64_t Local, int... Ids>
-struct fused_kernels {
+/// Consecutive elementwise kernels run as one launch, in segments. A segment is kernels
+/// over the same element count (an optimizer's moments and parameter, a value and the
+/// mask its gradient keeps, the steps of a GELU's gradient), run as one loop that writes
+/// all their buffers: block by block of flat output indices, each kernel in turn (its own
+/// flat loop or loop nest over the block), so a value one of them writes is still in cache
+/// when the next reads it. A member reads an earlier member of its segment at the flat
+/// index it writes (kernel_groups::reads_in_place), or, a flat kernel, one broadcast
+/// element; the latter is why program::replan keeps every buffer a launch reads or writes
+/// alive through the whole launch (kernel_groups::first_of, last_of), so running the
+/// members interleaved by blocks gives the results of one after another. Segments of
+/// other counts, flat loops all, read nothing an earlier segment writes (every parameter's
+/// update, say): the launch runs over their elements laid end to end, each segment over
+/// its own share. On a GPU that is one kernel where there were as many as parameters.
+/// On the CPU, a member whose result only later members read, each in place, keeps it in
+/// a scratch of one block on the thread's stack (Local, kernel_groups::local_mask): it
+/// never goes to memory, which is most of the traffic of a chain like a GELU's gradient.
+/// SegmentEnds: std::integer_sequence<int, ...> of one past each segment's last member;
+/// counts: each segment's element count.
+template <class P, std::uint64_t Local, class SegmentEnds, int... Ids>
+struct fused_kernels;
+
+template <class P, std::uint64_t Local, int... Ends, int... Ids>
+struct fused_kernels<P, Local, std::integer_sequence<int, Ends...>, Ids...> {
   static constexpr index_t block = 2048;
   static constexpr int ids[] = {Ids...};
   static constexpr std::size_t size = sizeof...(Ids);
+  static constexpr std::size_t segments = sizeof...(Ends);
+  static constexpr int ends[] = {Ends...};
+  static_assert(segments > 0 && ends[segments - 1] == int(size), "luminal: fused_kernels: segments must cover the members");
   /// Member m keeps its result in the cache (detail::kernel_groups::local_mask): bit m.
   static constexpr bool local(std::size_t m) { return m < 64 && (Local >> m & 1) != 0; }
-  /// Where member m's scratch starts in the thread's scratch bytes, and their total.
+  /// Where member m's scratch starts in its segment's scratch bytes, and each segment's
+  /// total (one segment runs at a time: they share the scratch).
   static constexpr auto scratch_offsets = [] {
     constexpr std::size_t bytes[] = {sizeof(typename evaluator<P>::template value_type<Ids>)...};
     std::array<std::size_t, size + 1> offsets{};
-    for (std::size_t m = 0; m < size; ++m)
-      offsets[m + 1] = offsets[m] + (local(m) ? (std::size_t(block) * bytes[m] + 63) / 64 * 64 : 0);
+    std::size_t s = 0, at = 0;
+    for (std::size_t m = 0; m < size; ++m) {
+      if (m > 0 && int(m) == ends[s]) ++s, at = 0;
+      offsets[m] = at;
+      at += local(m) ? (std::size_t(block) * bytes[m] + 63) / 64 * 64 : 0;
+      offsets[size] = at > offsets[size] ? at : offsets[size];
+    }
     return offsets;
   }();
   kernel_context ctx;
+  index_t counts[segments];
 
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
+    run_segments(begin, end, std::make_index_sequence<segments>{});
+  }
+
+ private:
+  static constexpr int last_id() {
+    int top = 0;
+    for (int id : ids) top = id > top ? id : top;
+    return top;
+  }
+  template <std::size_t... S>
+  LUMINAL_HD void run_segments(index_t begin, index_t end, std::index_sequence<S...>) const {
+    index_t offset = 0;
+    (run_segment<S>(begin, end, offset), ...);
+  }
+  /// Segment S's share of [begin, end) of the launch, at its own flat indices.
+  template <std::size_t S>
+  LUMINAL_HD void run_segment(index_t begin, index_t end, index_t& offset) const {
+    constexpr int first = S == 0 ? 0 : ends[S == 0 ? 0 : S - 1];
+    const index_t lo = begin > offset ? begin : offset;
+    const index_t hi = end < offset + counts[S] ? end : offset + counts[S];
+    if (lo < hi) run_members<first>(lo - offset, hi - offset, std::make_index_sequence<std::size_t(ends[S] - first)>{});
+    offset += counts[S];
+  }
+  template <int First, std::size_t... M>
+  LUMINAL_HD void run_members(index_t begin, index_t end, std::index_sequence<M...>) const {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-    run_blocks(ctx, begin, end);  // a GPU thread's few elements: every result goes to memory
+    run_blocks<First, M...>(ctx, begin, end);  // a GPU thread's few elements: every result goes to memory
 #else
-    if constexpr (Local == 0) {
-      run_blocks(ctx, begin, end);
+    if constexpr (((!local(First + M)) && ...)) {
+      run_blocks<First, M...>(ctx, begin, end);
     } else {
       // The members read a local result through a copy of the buffer table whose entry
       // points at the scratch, shifted so that flat index i of the block lands at
@@ -57,20 +103,13 @@ struct fused_kernels {
       const kernel_context local_ctx{table, ctx.dims, ctx.error_flag};
       for (index_t first = begin; first < end; first += block) {
         index_t last = first + block < end ? first + block : end;
-        [&]<std::size_t... M>(std::index_sequence<M...>) {
-          ((local(M) ? void(table[ids[M]] = shifted<Ids>(scratch + scratch_offsets[M], first)) : void()), ...);
-        }(std::make_index_sequence<size>{});
-        (run_one<Ids>(local_ctx, first, last), ...);
+        ((local(First + M) ? void(table[ids[First + M]] = shifted<ids[First + M]>(scratch + scratch_offsets[First + M], first))
+                           : void()),
+         ...);
+        (run_one<ids[First + M]>(local_ctx, first, last), ...);
       }
     }
 #endif
-  }
-
- private:
-  static constexpr int last_id() {
-    int top = 0;
-    for (int id : ids) top = id > top ? id : top;
-    return top;
   }
   /// An address that, indexed by a flat index of the block starting at `first`, lands in
   /// `scratch` (integer arithmetic: the pointer itself may lie outside any object).
@@ -79,10 +118,11 @@ struct fused_kernels {
     using T = typename evaluator<P>::template value_type<Id>;
     return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(scratch) - std::uintptr_t(first) * sizeof(T));
   }
-  LUMINAL_HD void run_blocks(const kernel_context& c, index_t begin, index_t end) const {
+  template <int First, std::size_t... M>
+  LUMINAL_HD static void run_blocks(const kernel_context& c, index_t begin, index_t end) {
     for (index_t first = begin; first < end; first += block) {
       index_t last = first + block < end ? first + block : end;
-      (run_one<Ids>(c, first, last), ...);
+      (run_one<ids[First + M]>(c, first, last), ...);
     }
   }
   template <int Id>
@@ -93,8 +133,8 @@ struct fused_kernels {
 };
 
 namespace detail {
-/// Which of a plan's kernels run together (fused_kernels): end[k] is one past the last
-/// kernel of the group that kernel k starts; a kernel inside a group has end[k] = -1.
+/// Which of a plan's kernels run together as one launch (fused_kernels), and in which
+/// segments (loops over one element count): see end and segment_end.
 template <class Layout>
 struct kernel_groups {
   using P = flat::program_of<Layout>;
@@ -114,10 +154,11 @@ struct kernel_groups {
   static constexpr bool flat_kernel() {
     return iteration<P, Id>::it == Id && evaluator<P>::template is_flat<Id, true>();
   }
-  /// Whether kernel `root` reads stored node `target`, if at all, only at the flat index
-  /// it writes: through maps and reshapes (same flat order) from the root, never through
-  /// another view (a permute, a slice, a window) or a gather.
-  static constexpr bool reads_in_place(int root, int target) {
+  /// How kernel `root` reads stored node `target`: not at all, only at the flat index it
+  /// writes (through maps and reshapes, same flat order, from the root), or elsewhere too
+  /// (through another view, a permute, a slice, a window, or a gather).
+  enum class read_kind { none, in_place, elsewhere };
+  static constexpr read_kind find_read(int root, int target) {
     constexpr auto& table = Layout::table;
     constexpr std::size_t n = table.size();
     // Each node is expanded at most twice (in place, moved), each time putting at most
@@ -128,12 +169,14 @@ struct kernel_groups {
     int top = 0;
     stack[top] = root;
     stack_in_place[top++] = true;
+    read_kind found = read_kind::none;
     while (top > 0) {
       --top;
       const int id = stack[top];
       const bool in_place = stack_in_place[top];
       if (id == target && id != root) {
-        if (!in_place) return false;
+        if (!in_place) return read_kind::elsewhere;
+        found = read_kind::in_place;
         continue;
       }
       if (id != root && plan.stored[id]) continue;  // another buffer: read anywhere
@@ -147,34 +190,108 @@ struct kernel_groups {
         stack_in_place[top++] = keeps_index;
       }
     }
-    return true;
+    return found;
   }
+  /// Whether kernel `root` reads stored node `target`, if at all, only at the flat index
+  /// it writes.
+  static constexpr bool reads_in_place(int root, int target) { return find_read(root, target) != read_kind::elsewhere; }
+  /// The most members one launch takes: a launch is one kernel's code, and the CPU keeps
+  /// a local result only among the first 64 (local_mask).
+  static constexpr int most_members = 64;
+  struct launches {
+    std::array<int, std::size_t(plan.kernel_count)> end{}, segment_end{};
+  };
   template <std::size_t... K>
-  static constexpr auto make(std::index_sequence<K...>) {
+  static constexpr launches make(std::index_sequence<K...>) {
     constexpr std::size_t kernels = sizeof...(K);
     // A recompute entry (rematerialize.hpp) runs alone: a run may skip it.
     constexpr bool can[] = {(!plan.is_recompute[K] && fusable<plan.kernels[K]>())..., false};
     constexpr bool flat[] = {flat_kernel<plan.kernels[K]>()..., false};
     constexpr Dim counts[] = {Layout::counts[std::size_t(plan.kernels[K])]..., Dim{-1}};
-    // A loop nest joins a group only if it reads every earlier member in place.
+    // A loop nest joins a segment only if it reads every earlier member in place.
     auto joins = [&](std::size_t first, std::size_t j) {
       if (flat[j]) return true;
       for (std::size_t m = first; m < j; ++m)
         if (!reads_in_place(plan.kernels[j], plan.kernels[m])) return false;
       return true;
     };
-    std::array<int, kernels> end{};
+    // A kernel of another segment reads no earlier member of the launch at all. Only flat
+    // loops are put side by side: a GPU runs a launch one element per thread, which suits
+    // them, while a loop nest alone walks rows of several elements (cuda_launch_settings).
+    auto independent = [&](std::size_t first, std::size_t segment, std::size_t j) {
+      if (!flat[j]) return false;
+      for (std::size_t m = first; m < segment; ++m)
+        if (!flat[m] || find_read(plan.kernels[j], plan.kernels[m]) != read_kind::none) return false;
+      return true;
+    };
+    auto known = [&](std::size_t j) { return can[j] && !(counts[j] == Dim{-1}); };
+    launches out{};
     for (std::size_t k = 0; k < kernels;) {
       std::size_t j = k + 1;
-      if (can[k] && !(counts[k] == Dim{-1}))
-        while (j < kernels && can[j] && counts[j] == counts[k] && joins(k, j)) ++j;
-      end[k] = int(j);
-      for (std::size_t m = k + 1; m < j; ++m) end[m] = -1;
+      if (known(k)) {
+        while (j < kernels && j - k < most_members && can[j] && counts[j] == counts[k] && joins(k, j)) ++j;
+        out.segment_end[k] = int(j);
+        while (j < kernels && j - k < most_members && known(j) && independent(k, j, j)) {
+          const std::size_t segment = j++;
+          while (j < kernels && j - k < most_members && can[j] && counts[j] == counts[segment] && joins(segment, j) &&
+                 independent(k, segment, j))
+            ++j;
+          out.segment_end[segment] = int(j);
+        }
+      } else {
+        out.segment_end[k] = int(j);
+      }
+      out.end[k] = int(j);
+      for (std::size_t m = k + 1; m < j; ++m) {
+        out.end[m] = -1;
+        if (out.segment_end[m] == 0) out.segment_end[m] = -1;
+      }
       k = j;
     }
-    return end;
+    return out;
   }
-  static constexpr auto end = make(std::make_index_sequence<std::size_t(plan.kernel_count)>{});
+  static constexpr launches made = make(std::make_index_sequence<std::size_t(plan.kernel_count)>{});
+  /// end[k]: one past the last kernel of the launch that kernel k starts; -1 for a kernel
+  /// inside a launch.
+  static constexpr auto end = made.end;
+  /// segment_end[k]: one past the last kernel of the segment (the loop over one element
+  /// count) that kernel k starts; -1 for a kernel inside a segment.
+  static constexpr auto segment_end = made.segment_end;
+  /// The segments of the launch that kernel `first` starts: one past each one's last
+  /// member, counted from `first` (fused_kernels' SegmentEnds).
+  template <int First>
+  static constexpr auto segment_ends() {
+    constexpr int count = [] {
+      int n = 0;
+      for (int k = First; k < end[First]; ++k) n += segment_end[k] > 0;
+      return n;
+    }();
+    std::array<int, std::size_t(count)> ends{};
+    std::size_t s = 0;
+    for (int k = First; k < end[First]; ++k)
+      if (segment_end[k] > 0) ends[s++] = segment_end[k] - First;
+    return ends;
+  }
+  template <int First, std::size_t... S>
+  static auto segment_sequence(std::index_sequence<S...>) -> std::integer_sequence<int, segment_ends<First>()[S]...>;
+  /// segment_ends<First>() as a type: std::integer_sequence<int, ...>.
+  template <int First>
+  using segment_ends_t = decltype(segment_sequence<First>(std::make_index_sequence<segment_ends<First>().size()>{}));
+  /// Whether the kernel at plan position `writer` may write its result over stored node
+  /// `target` (an input it replaces, as an optimizer's update does): every kernel that
+  /// reads `target` runs before the writer, in an earlier launch, or in the writer's own
+  /// segment, reading it in place (a block is read before a later member writes it).
+  static constexpr bool may_overwrite(int writer, int target) {
+    if (writer < 0 || writer >= int(plan.kernel_count)) return false;
+    int segment = writer;
+    while (segment_end[std::size_t(segment)] < 0) --segment;
+    for (int k = 0; k < int(plan.kernel_count); ++k) {
+      const read_kind read = find_read(plan.kernels[std::size_t(k)], target);
+      if (read == read_kind::none || k < first_of(writer)) continue;
+      if (k > writer || k < segment || read == read_kind::elsewhere) return false;
+    }
+    return true;
+  }
   /// Whether kernel k's result stays in its group: it is no output, no kernel outside
   /// the group reads it (nor a recompute entry), and each later member reads it, if at
   /// all, at the flat index it writes. fused_kernels then keeps it in a block-sized

@@ -73,14 +73,23 @@ struct kernel_runner {
     return n;
   }
 
-  /// Kernels First .. End - 1 of the plan as one loop (detail::kernel_groups).
+  /// Kernels First .. End - 1 of the plan as one launch (detail::kernel_groups): each
+  /// segment over its own element count, the segments' elements laid end to end.
   template <int First, int End>
   void run_fused() {
-    using N = boost::mp11::mp_at_c<typename Layout::nodes, Layout::plan.kernels[First]>;
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
+    using groups = detail::kernel_groups<Layout>;
+    static constexpr auto ends = groups::template segment_ends<First>();
+    using segment_ends = typename groups::template segment_ends_t<First>;
+    [&]<std::size_t... K, std::size_t... S>(std::index_sequence<K...>, std::index_sequence<S...>) {
       constexpr std::uint64_t local = detail::kernel_groups<Layout>::local_mask(First);
-      backend.parallel_for(count_of<N>(), fused_kernels<flat_program, local, Layout::plan.kernels[First + int(K)]...>{ctx});
-    }(std::make_index_sequence<std::size_t(End - First)>{});
+      using body = fused_kernels<flat_program, local, segment_ends, Layout::plan.kernels[First + int(K)]...>;
+      // Segment S starts at member ends[S - 1] (0 for the first).
+      const index_t counts[] = {count_of<boost::mp11::mp_at_c<typename Layout::nodes,
+                                                              Layout::plan.kernels[First + (S == 0 ? 0 : ends[S - 1])]>>()...};
+      index_t total = 0;
+      for (index_t c : counts) total += c;
+      backend.parallel_for(total, body{ctx, {counts[S]...}});
+    }(std::make_index_sequence<std::size_t(End - First)>{}, std::make_index_sequence<ends.size()>{});
   }
 
   template <class N>

@@ -405,9 +405,9 @@ class program {
     return {groups::first_of(first), groups::last_of(last)};
   }
 
-  /// Launches kernel K of the plan, or the group of kernels that K starts as one loop
-  /// (detail::kernel_groups); a kernel inside a group ran in its first kernel's loop, and
-  /// the group's time is counted for that first kernel.
+  /// Launches kernel K of the plan, or the group of kernels that K starts as one launch
+  /// (detail::kernel_groups); a kernel inside a group ran in its first kernel's launch,
+  /// and the group's time is counted for that first kernel.
   template <int K, class Runner>
   void launch_kernel(Runner& runner) {
     if constexpr (plan.is_recompute[K])

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "graph.hpp"
+#include "kernel_groups.hpp"
 #include "node.hpp"
 
 namespace luminal::detail {
@@ -52,7 +53,8 @@ consteval std::array<int, sizeof...(G)> gradient_outputs(boost::mp11::mp_list<G.
 ///     so every kernel reads the slot at the index it computes, never another element;
 ///   - no kernel reads the slot after the kernel that writes its new value, which reads it
 ///     before writing it (kernels run as one loop read each block before the next member
-///     writes it).
+///     writes it), nor beside it, in another segment of its launch
+///     (kernel_groups::may_overwrite).
 /// Adam, AdamW and SGD update every slot in place; an update that reads a parameter
 /// through a view or a reduction (a norm of it) falls back to the store's second buffer.
 template <class Program, class... L>
@@ -65,7 +67,8 @@ constexpr std::array<bool, sizeof...(L)> slots_updated_in_place(boost::mp11::mp_
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const int leaf = leaves[i], output = Program::output_ids[i], writer = plan.kernel_of[output];
     bool safe = writer >= 0 && output != leaf &&
-                std::max(plan.forward_last_use[leaf], plan.backward_last_use[leaf]) <= writer;
+                std::max(plan.forward_last_use[leaf], plan.backward_last_use[leaf]) <= writer &&
+                kernel_groups<typename Program::layout>::may_overwrite(writer, leaf);
     std::array<bool, n> depends{};
     depends[std::size_t(leaf)] = true;
     for (std::size_t id = 0; id < n; ++id) {  // children come before their parents

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <new>
 #include <luminal/io/tensor_store.hpp>
+#include <luminal/train_programs.hpp>
 #include <xtensor/xmanipulation.hpp>
 
 #include "test_support.hpp"
@@ -363,6 +364,71 @@ TEMPLATE_LIST_TEST_CASE("loop nests of one size run in one loop when each reads 
     test::require_close(prog.template output<1>(), bd, 1e-5, 1e-6);
     test::require_close(prog.template output<2>(), td, 1e-5, 1e-6);
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("independent loops of other sizes run in one launch, each over its own elements", "[plan]",
+                        test_backends) {
+  auto x = input<"x", f32>(shape<Batch, 300>);
+  auto y = input<"y", f32>(shape<7>);
+  auto z = input<"z", f32>(shape<Batch, 7>);
+  auto a = x * 2.0_c + 1.0_c;
+  auto b = y * y - 1.0_c;  // another size, and reads nothing of a's: a loop of its own
+  auto c = a * a;          // reads a in place: a's loop
+  auto d = z * b;          // reads b through a broadcast: not beside it
+  auto prog = compile<TestType>(a, b, c, d);
+  using layout = typename decltype(prog)::layout;
+  using groups = luminal::detail::kernel_groups<layout>;
+  constexpr auto outputs = decltype(prog)::output_ids;
+  STATIC_REQUIRE(decltype(prog)::kernel_count() == 4);
+  STATIC_REQUIRE(layout::plan.kernels[0] == outputs[0]);
+  STATIC_REQUIRE(layout::plan.kernels[1] == outputs[2]);
+  STATIC_REQUIRE(layout::plan.kernels[2] == outputs[1]);
+  STATIC_REQUIRE(groups::end[0] == 3);          // a, c and b: one launch
+  STATIC_REQUIRE(groups::segment_end[0] == 2);  // a and c over Batch * 300 elements
+  STATIC_REQUIRE(groups::segment_end[1] == -1);
+  STATIC_REQUIRE(groups::segment_end[2] == 3);  // b over 7
+  STATIC_REQUIRE(groups::end[3] == 4);          // d alone
+  STATIC_REQUIRE(groups::template segment_ends<0>() == std::array<int, 2>{2, 3});
+  // 1 and 2039 elements of a, a prime count: the host's threads split the launch's
+  // elements inside a's loop, inside blocks and in b's loop.
+  for (std::size_t batch : {1u, 20u, 2039u}) {
+    auto xv = test::random_array<float>({batch, 300}, 51);
+    auto yv = test::random_array<float>({7}, 52);
+    auto zv = test::random_array<float>({batch, 7}, 53);
+    prog.bind("x", xv);
+    prog.bind("y", yv);
+    prog.bind("z", zv);
+    prog.run();
+    xt::xarray<double> ad = test::to_double(xv) * 2.0 + 1.0;
+    xt::xarray<double> bd = test::to_double(yv) * test::to_double(yv) - 1.0;
+    test::require_close(prog.template output<0>(), ad, 1e-5, 1e-6);
+    test::require_close(prog.template output<1>(), bd, 1e-5, 1e-6);
+    test::require_close(prog.template output<2>(), xt::xarray<double>(ad * ad), 1e-5, 1e-6);
+    test::require_close(prog.template output<3>(), xt::xarray<double>(test::to_double(zv) * bd), 1e-5, 1e-6);
+  }
+  REQUIRE_THAT(prog.describe(), Catch::Contains("one launch with kernels 1 to 2, as 2 loops over their own elements") &&
+                                    Catch::Contains("a loop of its own in the launch of kernel 0"));
+}
+
+TEMPLATE_LIST_TEST_CASE("an update is not written over a tensor that another loop of its launch reads", "[plan]",
+                        test_backends) {
+  // p * 0.5 may replace p only if every kernel that reads p is done with it first; a + p
+  // reads p in the first loop of the same launch, which the other threads may still run.
+  auto a = param<"a", f32>(shape<300>);
+  auto p = param<"p", f32>(shape<300>);
+  auto q = param<"q", f32>(shape<7>);
+  auto prog = compile<TestType>(a + p, q * 2.0_c, p * 0.5_c);
+  using update = decltype(prog);
+  using groups = luminal::detail::kernel_groups<typename update::layout>;
+  STATIC_REQUIRE(groups::end[0] == 3);
+  STATIC_REQUIRE(groups::template segment_ends<0>() == std::array<int, 3>{1, 2, 3});
+#if !defined(__CUDACC__)  // nvcc's host front end cannot spell these leaves' types here
+  constexpr auto in_place = luminal::detail::slots_updated_in_place<update>(
+      boost::mp11::mp_list<decltype(a), decltype(q), decltype(p)>{});
+  STATIC_REQUIRE(in_place[0]);
+  STATIC_REQUIRE(in_place[1]);
+  STATIC_REQUIRE(!in_place[2]);
+#endif
 }
 
 TEMPLATE_LIST_TEST_CASE("a kernel run in one loop with the next keeps the scalar it broadcasts", "[plan]",

@@ -205,7 +205,7 @@ TEST_CASE("program describe: each kernel's loop, reads and bytes, with times onc
   REQUIRE(text.find(" GFLOP/s") != std::string::npos);
 }
 
-TEST_CASE("program describe: kernels run as one loop are timed and counted as a group", "[train][profile]") {
+TEST_CASE("program describe: kernels run as one loop or launch are timed and counted as a group", "[train][profile]") {
   auto count = [](const std::string& text, const std::string& what) {
     std::size_t n = 0;
     for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -219,7 +219,11 @@ TEST_CASE("program describe: kernels run as one loop are timed and counted as a 
   step.run();
   const std::string text = step.describe();
   INFO(text);
-  const std::size_t groups = count(text, "; one loop with kernels "), members = count(text, "; in the loop of the kernel before");
+  // Adam's updates of w and b run side by side: one launch of two loops.
+  REQUIRE(count(text, "; one launch with kernels 1 to 5, as 2 loops over their own elements") == 1);
+  REQUIRE(count(text, "; a loop of its own in the launch of kernel 0") == 1);
+  const std::size_t groups = count(text, "; one loop with kernels ") + count(text, "; one launch with kernels "),
+                    members = count(text, "; in the loop of the kernel before") + count(text, "; a loop of its own");
   REQUIRE(groups > 0);
   CHECK(count(text, ", the group ") == groups);         // each group's bytes, after its first kernel's
   CHECK(count(text, "; timed with kernel ") == members);  // the others print no time of their own
