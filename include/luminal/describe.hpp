@@ -167,8 +167,7 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
     const int group_end = kernel_groups<Layout>::end[K];
     const auto& segment_end = kernel_groups<Layout>::segment_end;
     if (group_end > int(K) + 1) {
-      int segments = 0;
-      for (int k = int(K); k < group_end; ++k) segments += segment_end[std::size_t(k)] > 0;
+      const int segments = kernel_groups<Layout>::segment_count(int(K));
       if (segments == 1) {
         out += "; one loop with kernels " + std::to_string(K + 1) + " to " + std::to_string(group_end - 1);
       } else {

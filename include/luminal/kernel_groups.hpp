@@ -2,6 +2,7 @@
 // that launch's body (fused_kernels): loops over one element count, each member in turn
 // over the same block of flat indices, and independent loops of other counts beside them.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -257,16 +258,17 @@ struct kernel_groups {
   /// segment_end[k]: one past the last kernel of the segment (the loop over one element
   /// count) that kernel k starts; -1 for a kernel inside a segment.
   static constexpr auto segment_end = made.segment_end;
+  /// How many segments the launch that kernel `first` starts has.
+  static constexpr int segment_count(int first) {
+    int n = 0;
+    for (int k = first; k < end[std::size_t(first)]; ++k) n += segment_end[std::size_t(k)] > 0;
+    return n;
+  }
   /// The segments of the launch that kernel `first` starts: one past each one's last
   /// member, counted from `first` (fused_kernels' SegmentEnds).
   template <int First>
   static constexpr auto segment_ends() {
-    constexpr int count = [] {
-      int n = 0;
-      for (int k = First; k < end[First]; ++k) n += segment_end[k] > 0;
-      return n;
-    }();
-    std::array<int, std::size_t(count)> ends{};
+    std::array<int, std::size_t(segment_count(First))> ends{};
     std::size_t s = 0;
     for (int k = First; k < end[First]; ++k)
       if (segment_end[k] > 0) ends[s++] = segment_end[k] - First;
@@ -278,11 +280,14 @@ struct kernel_groups {
   template <int First>
   using segment_ends_t = decltype(segment_sequence<First>(std::make_index_sequence<segment_ends<First>().size()>{}));
   /// Whether the kernel at plan position `writer` may write its result over stored node
-  /// `target` (an input it replaces, as an optimizer's update does): every kernel that
-  /// reads `target` runs before the writer, in an earlier launch, or in the writer's own
-  /// segment, reading it in place (a block is read before a later member writes it).
+  /// `target` (an input it replaces, as an optimizer's update does): no kernel reads
+  /// `target` after the writer (the plan's lifetimes), and every kernel that reads it runs
+  /// in an earlier launch or in the writer's own segment, reading it in place (a block is
+  /// read before a later member writes it).
   static constexpr bool may_overwrite(int writer, int target) {
     if (writer < 0 || writer >= int(plan.kernel_count)) return false;
+    const auto t = std::size_t(target);
+    if (std::max(plan.forward_last_use[t], plan.backward_last_use[t]) > writer) return false;
     int segment = writer;
     while (segment_end[std::size_t(segment)] < 0) --segment;
     for (int k = 0; k < int(plan.kernel_count); ++k) {

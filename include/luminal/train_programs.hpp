@@ -5,7 +5,6 @@
 //     using update = program<host, retention_policy::store_all, NewP, NewState>;
 //     constexpr auto in_place = detail::slots_updated_in_place<update>(mp_list<P, State>{});
 #pragma once
-#include <algorithm>
 #include <array>
 #include <boost/mp11/list.hpp>
 #include <cstddef>
@@ -66,9 +65,7 @@ constexpr std::array<bool, sizeof...(L)> slots_updated_in_place(boost::mp11::mp_
   std::array<bool, sizeof...(L)> out{};
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const int leaf = leaves[i], output = Program::output_ids[i], writer = plan.kernel_of[output];
-    bool safe = writer >= 0 && output != leaf &&
-                std::max(plan.forward_last_use[leaf], plan.backward_last_use[leaf]) <= writer &&
-                kernel_groups<typename Program::layout>::may_overwrite(writer, leaf);
+    bool safe = output != leaf && kernel_groups<typename Program::layout>::may_overwrite(writer, leaf);
     std::array<bool, n> depends{};
     depends[std::size_t(leaf)] = true;
     for (std::size_t id = 0; id < n; ++id) {  // children come before their parents

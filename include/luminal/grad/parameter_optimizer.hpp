@@ -49,9 +49,10 @@ class parameter_optimizer {
   using state_leaves = typename Opt::template states<flat_parameter>;
 
   /// Whether no kernel of the update reads a parameter or a state after the kernel that
-  /// computes its update, or beside it in another loop of its launch: then the device step may write each update over the tensor it
-  /// replaces. (Every kernel reads an element's inputs at that element's index, the graph
-  /// being elementwise over one flat axis, so the writer's own read comes first.)
+  /// computes its update, or beside it in another loop of its launch
+  /// (kernel_groups::may_overwrite): then the device step may write each update over the
+  /// tensor it replaces. (Every kernel reads an element's inputs at that element's index,
+  /// the graph being elementwise over one flat axis, so the writer's own read comes first.)
   static constexpr bool updates_in_place = [] {
     using nodes = typename update_program::nodes;
     constexpr auto& plan = update_program::plan;
@@ -59,8 +60,7 @@ class parameter_optimizer {
     auto check = [&](auto leaf, int output) {
       constexpr std::size_t id = boost::mp11::mp_find<nodes, decltype(leaf)>::value;
       if constexpr (id < boost::mp11::mp_size<nodes>::value)
-        safe = safe && std::max(plan.forward_last_use[id], plan.backward_last_use[id]) <= plan.kernel_of[output] &&
-               detail::kernel_groups<typename update_program::layout>::may_overwrite(plan.kernel_of[output], int(id));
+        safe = safe && detail::kernel_groups<typename update_program::layout>::may_overwrite(plan.kernel_of[output], int(id));
     };
     check(flat_parameter{}, update_program::output_ids[0]);
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<state_leaves>::value>>(
