@@ -42,4 +42,14 @@ concept backend = requires(B& b, const B& cb, void* p, const void* cp, std::size
   { B::name } -> std::convertible_to<const char*>;
 };
 
+/// Whether backend B also runs a GEMM summed over batches, an optional member:
+/// gemm_batch_sum(trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc,
+/// batches) sets row-major C = sum over i < batches of op(A + i stride_a) op(B + i stride_b).
+/// A weight's gradient, summed over the images that share it, then needs no buffer of
+/// per-image products (plan.hpp's sums_gemm).
+template <class B>
+inline constexpr bool sums_gemm_batches = requires(B& b, index_t n, const float* fa, float* fc) {
+  b.gemm_batch_sum(false, false, n, n, n, fa, n, n, fa, n, n, fc, n, n);
+};
+
 }  // namespace luminal

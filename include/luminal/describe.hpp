@@ -137,14 +137,21 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
     const kernel_loop& loop = loops[K];
     out += "kernel " + std::to_string(K) + ": ";
     double flops = 0;
-    if (table[root].kind == op_kind::matmul) {
-      int a = table[root].children[0], r = table[root].rank;
-      double m = double(dims[root * max_rank + r - 2]), n = double(dims[root * max_rank + r - 1]);
+    if (table[root].kind == op_kind::matmul || plan.sums_gemm[root]) {
+      const int gemm = plan.sums_gemm[root] ? table[root].children[0] : root;
+      int a = table[gemm].children[0], r = table[gemm].rank;
+      double m = double(dims[gemm * max_rank + r - 2]), n = double(dims[gemm * max_rank + r - 1]);
       double k = double(dims[a * max_rank + r - 1]), batches = 1;
-      for (int i = 0; i + 2 < r; ++i) batches *= double(dims[root * max_rank + i]);
+      for (int i = 0; i + 2 < r; ++i) batches *= double(dims[gemm * max_rank + i]);
       flops = 2 * m * n * k * batches;
-      char text[96];
-      std::snprintf(text, sizeof text, "GEMM %.0f x %.0f x %.0f, %.0f batch(es)", m, n, k, batches);
+      char text[128];
+      if (gemm == root) {
+        std::snprintf(text, sizeof text, "GEMM %.0f x %.0f x %.0f, %.0f batch(es)", m, n, k, batches);
+      } else {
+        const int axis = table[root].summed_axis;
+        std::snprintf(text, sizeof text, "GEMM %.0f x %.0f x %.0f, %.0f batch(es) summed over axis %d (%.0f of them)",
+                      m, n, k, batches, axis, double(dims[gemm * max_rank + axis]));
+      }
       out += text;
     } else if (table[root].kind == op_kind::exchange) {
       out += "exchange over the communicator's ranks";

@@ -33,8 +33,10 @@ constexpr std::array<Dim, sizeof...(N)> element_counts(boost::mp11::mp_list<N...
 }
 }  // namespace detail
 
-/// Compile-time facts of one program: its nodes, their table and plan.
-template <class Nodes, auto OutputIds, retention_policy Policy = retention_policy::store_all>
+/// Compile-time facts of one program: its nodes, their table and plan. SumsGemmBatches:
+/// the backend runs GEMMs summed over a batch axis (make_plan).
+template <class Nodes, auto OutputIds, retention_policy Policy = retention_policy::store_all,
+          bool SumsGemmBatches = false>
 struct program_layout {
   using nodes = Nodes;
   static constexpr std::size_t node_count = boost::mp11::mp_size<Nodes>::value;
@@ -46,7 +48,8 @@ struct program_layout {
   static constexpr auto plan = [] {
     auto planned = detail::make_plan(table, OutputIds, Policy.kind == retention_policy::mode::recompute_elementwise
                                                            ? std::array<bool, node_count>{}
-                                                           : retained);
+                                                           : retained,
+                                       SumsGemmBatches);
     detail::hoist_into_groups(table, OutputIds, counts, planned, Policy.kind == retention_policy::mode::budget);
     if constexpr (Policy.kind == retention_policy::mode::budget)
       return detail::add_recompute_entries(table, OutputIds, planned);

@@ -92,6 +92,7 @@ struct node_info {
   bool is_batch_expand = false;        // an Expand that leaves the last two axes alone
   int expansion = 1;                   // an Expand: how many times it reads each element
   bool is_reshape = false;             // a view that keeps the flat (row-major) order
+  int summed_axis = -1;                // a sum over one axis: that axis
 };
 
 namespace detail {
@@ -199,6 +200,8 @@ constexpr node_info make_info(std::integer_sequence<int, Children...>) {
   info.is_batch_expand = batch_expand<S>();
   info.expansion = expansion<S>();
   if constexpr (S::kind == op_kind::view) info.is_reshape = requires { S::op::is_reshape; };
+  if constexpr (S::kind == op_kind::reduce)
+    if constexpr (S::op::name == std::string_view("sum")) info.summed_axis = S::op::axis;
   ((info.children[info.child_count++] = Children), ...);
   return info;
 }

@@ -97,7 +97,9 @@ struct kernel_runner {
     using T = typename N::value_type;
     T* out = static_cast<T*>(buffers[Layout::template id<N>::value]);
     constexpr int id = Layout::template id<N>::value;
-    if constexpr (N::kind == op_kind::reduce) {
+    if constexpr (N::kind == op_kind::reduce && Layout::plan.sums_gemm[id]) {
+      run_summed_matmul<boost::mp11::mp_first<typename N::children>, std::size_t(N::op::axis)>(out);
+    } else if constexpr (N::kind == op_kind::reduce) {
       using Child = boost::mp11::mp_first<typename N::children>;
       index_t extent = dims_of<Child>()[N::op::axis];
       reduce_kernel<flat_program, id> body{ctx, out};
@@ -175,6 +177,55 @@ struct kernel_runner {
       index_t b_offset = batch_offset<OB::base_rank>(batch, od, R, bbase);
       backend.gemm(OA::transposed, OB::transposed, m, n, k, a + a_offset, std::max<index_t>(lda, 1), b + b_offset,
                    std::max<index_t>(ldb, 1), out + batch * m * n, std::max<index_t>(n, 1));
+    }
+  }
+
+  /// The sum of matmul Product over its batch axis Axis (plan.sums_gemm): for each batch
+  /// of the other batch axes, one gemm_batch_sum over Axis. An operand's offset is linear
+  /// in each batch coordinate, so its batches along one axis lie at a fixed stride.
+  template <class Product, std::size_t Axis, class T>
+  void run_summed_matmul(T* out) {
+    using A = boost::mp11::mp_first<typename Product::children>;
+    using Bop = boost::mp11::mp_second<typename Product::children>;
+    using OA = gemm_operand<A>;
+    using OB = gemm_operand<Bop>;
+    constexpr std::size_t R = Product::shape::rank;
+    const index_t* pd = dims_of<Product>();
+    index_t m = pd[R - 2], n = pd[R - 1], k = dims_of<A>()[R - 1], summed = pd[Axis];
+    index_t outer = 1;
+    for (std::size_t i = 0; i + 2 < R; ++i) outer *= i == Axis ? 1 : pd[i];
+    if (m == 0 || n == 0 || outer == 0) return;
+    if (k == 0 || summed == 0) {
+      backend.parallel_for(outer * m * n, fill_zero_body<T>{out});
+      return;
+    }
+    const T* a = static_cast<const T*>(buffers[OA::memory_id]);
+    const T* b = static_cast<const T*>(buffers[OB::memory_id]);
+    const index_t* abase = dims + OA::base_id * Layout::max_rank;
+    const index_t* bbase = dims + OB::base_id * Layout::max_rank;
+    index_t lda = std::max<index_t>(abase[OA::base_rank - 1], 1), ldb = std::max<index_t>(bbase[OB::base_rank - 1], 1);
+    // Product's batch index of batch `o` of the sum (its other batch axes, row-major) with `s` on Axis.
+    auto batch_of = [&](index_t o, index_t s) {
+      index_t index = 0, stride = 1;
+      for (int axis = int(R) - 3; axis >= 0; --axis) {
+        index_t coord = s;
+        if (axis != int(Axis)) {
+          coord = o % pd[axis];
+          o /= pd[axis];
+        }
+        index += coord * stride;
+        stride *= pd[axis];
+      }
+      return index;
+    };
+    for (index_t o = 0; o < outer; ++o) {
+      index_t first = batch_of(o, 0), second = summed > 1 ? batch_of(o, 1) : first;
+      index_t a_offset = batch_offset<OA::base_rank>(first, pd, R, abase);
+      index_t b_offset = batch_offset<OB::base_rank>(first, pd, R, bbase);
+      index_t stride_a = batch_offset<OA::base_rank>(second, pd, R, abase) - a_offset;
+      index_t stride_b = batch_offset<OB::base_rank>(second, pd, R, bbase) - b_offset;
+      backend.gemm_batch_sum(OA::transposed, OB::transposed, m, n, k, a + a_offset, lda, stride_a, b + b_offset, ldb,
+                             stride_b, out + o * m * n, std::max<index_t>(n, 1), summed);
     }
   }
 

@@ -25,6 +25,9 @@ struct plan_data {
   int kernel_count = 0;
   std::array<int, N> kernel_of{};      // kernel index producing node i (the forward's), or -1
   std::array<int, N> gemm_base{};      // a matmul operand: the stored node whose memory it reads
+  // A sum over a batch axis of a matmul that nothing else reads, run as one GEMM that
+  // accumulates over that axis (summed_gemm_child): the matmul gets no buffer.
+  std::array<bool, N> sums_gemm{};
   // Lifetimes (split_lifetimes). With recompute entries (rematerialize.hpp) a run decides
   // which of them execute, and a recomputed value lives twice:
   int boundary = 0;                    // the first kernel of the backward
@@ -57,19 +60,33 @@ constexpr int gemm_operand_memory(const std::array<node_info, N>& table, const s
   return id;
 }
 
+/// The matmul that a sum over one of its batch axes reads, where that sum can be one GEMM
+/// accumulating over the axis: nothing else reads the matmul, the caller does not want it
+/// (an output, or kept for the backward) and the backend can (sums_gemm_batches). A
+/// weight shared by every image of a batch gets such a sum as its gradient. Else -1.
+template <std::size_t N>
+constexpr int summed_gemm_child(const std::array<node_info, N>& table, const std::array<int, N>& parents,
+                                const std::array<bool, N>& keep, int id) {
+  if (table[id].summed_axis < 0) return -1;
+  const int child = table[id].children[0];
+  const bool batch_axis = table[id].summed_axis < table[child].rank - 2;
+  return table[child].kind == op_kind::matmul && batch_axis && parents[child] == 1 && !keep[child] ? child : -1;
+}
+
 /// Calls f(id) once for each stored node that the kernel of `root` reads: its inline tree
 /// walked down to stored nodes. A GEMM reads the memory of each operand
 /// (plan.gemm_base) even when the operand's view is itself stored (retained): that memory
-/// must stay live until it.
+/// must stay live until it. A summed GEMM (plan.sums_gemm) reads its matmul's operands.
 template <std::size_t N, std::size_t NumOutputs, class F>
 constexpr void for_each_read(const std::array<node_info, N>& table, const plan_data<N, NumOutputs>& plan, int root,
                              F&& f) {
   std::array<int, N> stack{};
   std::array<bool, N> seen{};
   int top = 0;
-  for (int c = 0; c < table[root].child_count; ++c) {
-    int child = table[root].children[c];
-    if (table[root].kind == op_kind::matmul) child = plan.gemm_base[child];
+  const int gemm = plan.sums_gemm[root] ? table[root].children[0] : root;
+  for (int c = 0; c < table[gemm].child_count; ++c) {
+    int child = table[gemm].children[c];
+    if (table[gemm].kind == op_kind::matmul) child = plan.gemm_base[child];
     stack[top++] = child;
   }
   while (top > 0) {
@@ -132,9 +149,11 @@ constexpr void split_lifetimes(const std::array<node_info, N>& table, const std:
   for (int id : outputs) plan.backward_last_use[id] = plan.kernel_count;  // read by the caller
 }
 
+/// `sums_gemm_batches`: the backend runs a GEMM summed over a batch axis (a backend's
+/// gemm_batch_sum, backend.hpp), so such sums need no buffer of per-batch products.
 template <std::size_t N, std::size_t NumOutputs>
 constexpr auto make_plan(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs,
-                         const std::array<bool, N>& force_stored = {}) {
+                         const std::array<bool, N>& force_stored = {}, bool sums_gemm_batches = false) {
   plan_data<N, NumOutputs> plan;
   for (int id : outputs) plan.is_output[id] = true;
   for (std::size_t i = 0; i < N; ++i) {
@@ -142,6 +161,20 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
     plan.stored[i] = plan.is_output[i] || force_stored[i] || kind == op_kind::input ||
                      kind == op_kind::reduce || kind == op_kind::matmul || kind == op_kind::exchange;
     plan.gemm_base[i] = -1;
+  }
+  if (sums_gemm_batches) {
+    std::array<int, N> parents{};
+    std::array<bool, N> keep{};
+    for (std::size_t i = 0; i < N; ++i) {
+      keep[i] = plan.is_output[i] || force_stored[i];
+      for (int k = 0; k < table[i].child_count; ++k) ++parents[table[i].children[k]];
+    }
+    for (std::size_t i = 0; i < N; ++i) {
+      const int gemm = summed_gemm_child(table, parents, keep, int(i));
+      if (gemm < 0) continue;
+      plan.sums_gemm[i] = true;
+      plan.stored[gemm] = false;
+    }
   }
   // GEMM reads memory: the memory of each operand chain must be stored.
   for (std::size_t i = 0; i < N; ++i) {

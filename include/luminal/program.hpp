@@ -36,7 +36,7 @@ class program {
  public:
   using nodes = topo_nodes<Outputs...>;
   static constexpr std::array<int, sizeof...(Outputs)> output_ids{node_index<nodes, Outputs>::value...};
-  using layout = program_layout<nodes, output_ids, Policy>;
+  using layout = program_layout<nodes, output_ids, Policy, sums_gemm_batches<B>>;
   static constexpr std::size_t node_count = layout::node_count;
   static constexpr std::size_t max_rank = layout::max_rank;
   static constexpr auto plan = layout::plan;

@@ -111,10 +111,11 @@ double kernel_flops(const std::array<node_info, N>& table, const plan_data<N, Nu
     for (int k = 0; k < table[node].rank; ++k) n *= double(dims[std::size_t(node) * max_rank + std::size_t(k)]);
     return n;
   };
-  const node_info& info = table[id];
+  const int gemm = plan.sums_gemm[id] ? table[id].children[0] : id;  // a GEMM summed over a batch axis
+  const node_info& info = table[gemm];
   if (info.kind == op_kind::matmul) {
     int a = info.children[0];
-    return 2 * elements(id) * double(dims[std::size_t(a) * max_rank + std::size_t(table[a].rank - 1)]);
+    return 2 * elements(gemm) * double(dims[std::size_t(a) * max_rank + std::size_t(table[a].rank - 1)]);
   }
   if (info.kind == op_kind::reduce) return elements(info.children[0]) * plan.inline_cost[id];
   return elements(id) * plan.inline_cost[id];

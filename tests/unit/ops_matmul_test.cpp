@@ -217,3 +217,61 @@ TEMPLATE_LIST_TEST_CASE("matmul with a symbolic batch, rebound between runs", "[
     test::check_close<f32>(prog.template output<2>(), matmul_ref(transposed(xd), xd));
   }
 }
+
+// A weight's gradient sums the per-image products over the batch: on a backend that can
+// (sums_gemm_batches), that sum is one GEMM accumulating over the axis, and the products
+// get no buffer. Summed over the first, a middle and a broadcast batch axis, with batches
+// fewer and more than the threads, and where the product is also an output (then stored).
+TEMPLATE_LIST_TEST_CASE("a sum over a batch axis of a product is one GEMM accumulating over it", "[ops][matmul]",
+                        test_backends) {
+  auto a = input<"a", f32>(shape<Batch, 64, 70>);
+  auto b = input<"b", f32>(shape<Batch, 66, 70>);   // used as its transpose [Batch, 70, 66]
+  auto a4 = input<"a4", f32>(shape<2, 4, 3, 7>);
+  auto b4 = input<"b4", f32>(shape<2, 4, 7, 5>);
+  auto w = input<"w", f32>(shape<7, 5>);              // broadcast over both batch axes of a4
+  auto kept = matmul(a4, b4);
+  auto summed = sum<0>(matmul(a, transpose(b)));
+  auto middle = sum<1>(kept);
+  auto prog = compile<TestType>(summed, middle, sum<0>(matmul(a4, w)), kept);
+#if !defined(__CUDACC__)  // nvcc's host front end cannot spell these leaf types
+  using layout = typename decltype(prog)::layout;
+  constexpr int summed_id = layout::template id<decltype(summed)>::value;
+  constexpr int reduce_id = layout::table[summed_id].children[0];  // sum<0> drops the axis: a reshape
+  constexpr int product_id = layout::table[reduce_id].children[0];
+  STATIC_REQUIRE(layout::plan.sums_gemm[reduce_id] == sums_gemm_batches<TestType>);
+  STATIC_REQUIRE(layout::plan.stored[product_id] == !sums_gemm_batches<TestType>);
+  // The product that is also an output keeps its buffer, and its sum reads it.
+  constexpr int middle_reduce = layout::table[layout::template id<decltype(middle)>::value].children[0];
+  STATIC_REQUIRE(!layout::plan.sums_gemm[middle_reduce]);
+  STATIC_REQUIRE(layout::plan.stored[layout::template id<decltype(kept)>::value]);
+#endif
+
+  auto a4v = test::random_array<float>({2, 4, 3, 7}, 201);
+  auto b4v = test::random_array<float>({2, 4, 7, 5}, 202);
+  auto wv = test::random_array<float>({7, 5}, 203);
+  prog.bind("a4", a4v);
+  prog.bind("b4", b4v);
+  prog.bind("w", wv);
+  auto sum_axis = [](const xt::xarray<double>& x, std::size_t axis) {
+    xt::xarray<double> summed = xt::sum(x, std::vector<std::size_t>{axis});
+    return summed;
+  };
+  for (std::size_t batch : {1u, 9u}) {
+    INFO("Batch = " << batch);
+    auto av = test::random_array<float>({batch, 64, 70}, 204 + unsigned(batch));
+    auto bv = test::random_array<float>({batch, 66, 70}, 205 + unsigned(batch));
+    prog.bind("a", av);
+    prog.bind("b", bv);
+    prog.run();
+    // Sums of up to 630 products of magnitude 1: f32 rounding, absolute.
+    test::require_close(prog.template output<0>(),
+                        sum_axis(matmul_ref(test::to_double(av), transposed(test::to_double(bv))), 0), 1e-5, 1e-4);
+    auto products = matmul_ref(test::to_double(a4v), test::to_double(b4v));
+    test::check_close<f32>(prog.template output<1>(), sum_axis(products, 1));
+    test::check_close<f32>(prog.template output<2>(), sum_axis(matmul_ref(test::to_double(a4v), test::to_double(wv)), 0));
+    test::check_close<f32>(prog.template output<3>(), products);
+    if (sums_gemm_batches<TestType> && batch == 9)
+      REQUIRE_THAT(prog.describe(), Catch::Contains("GEMM 64 x 66 x 70, 9 batch(es) summed over axis 0 (9 of them)") &&
+                                        Catch::Contains("GEMM 3 x 5 x 7, 8 batch(es) summed over axis 0 (2 of them)"));
+  }
+}

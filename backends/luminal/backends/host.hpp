@@ -101,6 +101,14 @@ struct host {
                                                  ldc, stride_c},
                       batches);
   }
+  /// C = the sum over `batches` GEMMs whose operands lie at fixed strides (backend.hpp's
+  /// sums_gemm_batches).
+  template <class T>
+  void gemm_batch_sum(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const T* a, index_t lda,
+                      index_t stride_a, const T* b, index_t ldb, index_t stride_b, T* c, index_t ldc, index_t batches) {
+    detail::host_gemm_batch_sum(
+        detail::host_gemm_batch<T>{trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, 0}, batches);
+  }
 };
 
 static_assert(backend<host>);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <vector>
 
 #include "thread_pool.hpp"
 
@@ -27,18 +28,21 @@ struct host_gemm_batch {
   T* c;
   index_t ldc, stride_c;
 
-  /// One call of single-threaded BLAS on rows [row0, row1) and columns [col0, col1) of C[batch].
-  void block(index_t batch, index_t row0, index_t row1, index_t col0, index_t col1) const {
+  /// One call of single-threaded BLAS on rows [row0, row1) and columns [col0, col1) of
+  /// C[batch], or, with `into`, of the matrix at `into` (leading dimension ldc) instead;
+  /// `beta` 1 adds the product to what is there.
+  void block(index_t batch, index_t row0, index_t row1, index_t col0, index_t col1, T beta = T(0),
+             T* into = nullptr) const {
     const T* ap = a + batch * stride_a + (trans_a ? row0 : row0 * lda);
     const T* bp = b + batch * stride_b + (trans_b ? col0 * ldb : col0);
-    T* cp = c + batch * stride_c + row0 * ldc + col0;
+    T* cp = (into ? into : c + batch * stride_c) + row0 * ldc + col0;
     auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
     if constexpr (std::is_same_v<T, float>)
       cblas_sgemm(CblasRowMajor, ta, tb, int(row1 - row0), int(col1 - col0), int(k), 1.0f, ap, int(lda), bp, int(ldb),
-                  0.0f, cp, int(ldc));
+                  beta, cp, int(ldc));
     else
       cblas_dgemm(CblasRowMajor, ta, tb, int(row1 - row0), int(col1 - col0), int(k), 1.0, ap, int(lda), bp, int(ldb),
-                  0.0, cp, int(ldc));
+                  beta, cp, int(ldc));
   }
 };
 
@@ -98,6 +102,55 @@ void host_gemm(const host_gemm_batch<T>& g, index_t batches) {
   }
   pool.run(items, 1, [](const void* f, index_t begin, index_t end) { (*static_cast<const decltype(run_items)*>(f))(begin, end); },
            &run_items);
+}
+
+/// C = the sum over b < batches of op(A[b]) op(B[b]) (g.stride_c unused). Each thread
+/// sums a run of batches with BLAS's beta = 1, the first into C and the others into
+/// matrices of their own, added into C at the end: the sum stays in the cache while it
+/// grows, and no product is written out per batch. Fewer batches than threads: C is cut
+/// into blocks as in host_gemm, each summed over every batch.
+template <class T>
+void host_gemm_batch_sum(const host_gemm_batch<T>& g, index_t batches) {
+  single_threaded_blas();
+  auto& pool = thread_pool::instance();
+  const index_t threads = index_t(pool.size());
+  const double work = double(g.m) * double(g.n) * double(g.k) * double(batches);
+  auto sum_batches = [&](index_t first, index_t last, index_t row0, index_t row1, index_t col0, index_t col1, T* into) {
+    for (index_t batch = first; batch < last; ++batch) g.block(batch, row0, row1, col0, col1, T(batch > first), into);
+  };
+  if (threads == 1 || work < host_gemm_serial_below) {
+    sum_batches(0, batches, 0, g.m, 0, g.n, g.c);
+    return;
+  }
+  if (batches >= threads) {
+    const std::size_t matrix = std::size_t(g.m * g.ldc);
+    static thread_local std::vector<T> partial;  // the calling thread's, reused by later steps
+    partial.resize(matrix * std::size_t(threads - 1));
+    T* const scratch = partial.data();  // the pool's threads each have a `partial` of their own
+    auto run_parts = [&](index_t begin, index_t end) {
+      for (index_t part = begin; part < end; ++part)
+        sum_batches(batches * part / threads, batches * (part + 1) / threads, 0, g.m, 0, g.n,
+                    part == 0 ? g.c : scratch + matrix * std::size_t(part - 1));
+    };
+    pool.run(threads, 1, [](const void* f, index_t begin, index_t end) { (*static_cast<const decltype(run_parts)*>(f))(begin, end); },
+             &run_parts);
+    for (index_t part = 1; part < threads; ++part) {
+      const T* add = scratch + matrix * std::size_t(part - 1);
+      for (index_t row = 0; row < g.m; ++row)
+        for (index_t col = 0; col < g.n; ++col) g.c[row * g.ldc + col] += add[row * g.ldc + col];
+    }
+    return;
+  }
+  const gemm_split s = split_gemm(1, g.m, g.n, unsigned(threads));
+  auto run_blocks = [&](index_t begin, index_t end) {
+    for (index_t part = begin; part < end; ++part) {
+      index_t first = part * s.block, last = std::min(s.by_rows ? g.m : g.n, first + s.block);
+      if (s.by_rows) sum_batches(0, batches, first, last, 0, g.n, g.c);
+      else sum_batches(0, batches, 0, g.m, first, last, g.c);
+    }
+  };
+  pool.run(s.parts, 1, [](const void* f, index_t begin, index_t end) { (*static_cast<const decltype(run_blocks)*>(f))(begin, end); },
+           &run_blocks);
 }
 
 }  // namespace luminal::detail

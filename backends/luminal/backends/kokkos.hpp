@@ -28,13 +28,18 @@ struct kokkos_gemm_body {
   index_t ldb;
   T* c;
   index_t ldc;
+  index_t batches = 1, stride_a = 0, stride_b = 0;  // C is the sum of `batches` products
   KOKKOS_INLINE_FUNCTION void operator()(index_t flat) const {
     index_t i = flat / n, j = flat % n;
     T acc = 0;
-    for (index_t p = 0; p < k; ++p) {
-      T av = trans_a ? a[p * lda + i] : a[i * lda + p];
-      T bv = trans_b ? b[j * ldb + p] : b[p * ldb + j];
-      acc += av * bv;
+    for (index_t batch = 0; batch < batches; ++batch) {
+      const T* ab = a + batch * stride_a;
+      const T* bb = b + batch * stride_b;
+      for (index_t p = 0; p < k; ++p) {
+        T av = trans_a ? ab[p * lda + i] : ab[i * lda + p];
+        T bv = trans_b ? bb[j * ldb + p] : bb[p * ldb + j];
+        acc += av * bv;
+      }
     }
     c[i * ldc + j] = acc;
   }
@@ -73,6 +78,15 @@ struct kokkos {
     Kokkos::parallel_for("luminal::gemm",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_t>>(space(), 0, m * n),
                          detail::kokkos_gemm_body<T>{trans_a, trans_b, n, k, a, lda, b, ldb, c, ldc});
+    space().fence();
+  }
+  /// C = the sum of `batches` products at fixed strides (backend.hpp's sums_gemm_batches).
+  template <class T>
+  void gemm_batch_sum(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const T* a, index_t lda,
+                      index_t stride_a, const T* b, index_t ldb, index_t stride_b, T* c, index_t ldc, index_t batches) {
+    Kokkos::parallel_for(
+        "luminal::gemm_batch_sum", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_t>>(space(), 0, m * n),
+        detail::kokkos_gemm_body<T>{trans_a, trans_b, n, k, a, lda, b, ldb, c, ldc, batches, stride_a, stride_b});
     space().fence();
   }
 
