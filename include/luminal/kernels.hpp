@@ -132,6 +132,26 @@ struct kernel_runner {
     static constexpr int base_rank = table[base_id].rank;
   };
 
+  /// Where matmul Product's two operands lie: their memory, the extents that lay each out
+  /// (batch_offset reads them) and their row-major leading dimensions (at least 1).
+  template <class T>
+  struct stored_operands {
+    const T* a;
+    const T* b;
+    const index_t* abase;
+    const index_t* bbase;
+    index_t lda, ldb;
+  };
+  template <class Product, class T>
+  stored_operands<T> operands_of() const {
+    using OA = gemm_operand<boost::mp11::mp_first<typename Product::children>>;
+    using OB = gemm_operand<boost::mp11::mp_second<typename Product::children>>;
+    const index_t* abase = dims + OA::base_id * Layout::max_rank;
+    const index_t* bbase = dims + OB::base_id * Layout::max_rank;
+    return {static_cast<const T*>(buffers[OA::memory_id]), static_cast<const T*>(buffers[OB::memory_id]), abase, bbase,
+            std::max<index_t>(abase[OA::base_rank - 1], 1), std::max<index_t>(bbase[OB::base_rank - 1], 1)};
+  }
+
   template <class N, class T>
   void run_matmul(T* out) {
     using A = boost::mp11::mp_first<typename N::children>;
@@ -149,34 +169,29 @@ struct kernel_runner {
       backend.parallel_for(batches * m * n, fill_zero_body<T>{out});  // a named functor: no nvcc extended lambda
       return;
     }
-    const T* a = static_cast<const T*>(buffers[OA::memory_id]);
-    const T* b = static_cast<const T*>(buffers[OB::memory_id]);
-    const index_t* abase = dims + OA::base_id * Layout::max_rank;
-    const index_t* bbase = dims + OB::base_id * Layout::max_rank;
-    // Row-major leading dimensions of the stored matrices.
-    index_t lda = abase[OA::base_rank - 1], ldb = bbase[OB::base_rank - 1];
-    if constexpr (requires { backend.gemm_strided_batched(false, false, m, n, k, a, lda, m, b, ldb, m, out, n, m, m); }) {
+    const stored_operands<T> op = operands_of<N, T>();
+    if constexpr (requires { backend.gemm_strided_batched(false, false, m, n, k, op.a, op.lda, m, op.b, op.ldb, m, out,
+                                                          n, m, m); }) {
       // One batched call when every operand's batches lie at a fixed stride (0: broadcast).
       if (batches > 1) {
-        index_t stride_a = batch_offset<OA::base_rank>(1, od, R, abase);
-        index_t stride_b = batch_offset<OB::base_rank>(1, od, R, bbase);
+        index_t stride_a = batch_offset<OA::base_rank>(1, od, R, op.abase);
+        index_t stride_b = batch_offset<OB::base_rank>(1, od, R, op.bbase);
         bool strided = true;
         for (index_t batch = 2; batch < batches && strided; ++batch)
-          strided = batch_offset<OA::base_rank>(batch, od, R, abase) == batch * stride_a &&
-                    batch_offset<OB::base_rank>(batch, od, R, bbase) == batch * stride_b;
+          strided = batch_offset<OA::base_rank>(batch, od, R, op.abase) == batch * stride_a &&
+                    batch_offset<OB::base_rank>(batch, od, R, op.bbase) == batch * stride_b;
         if (strided) {
-          backend.gemm_strided_batched(OA::transposed, OB::transposed, m, n, k, a, std::max<index_t>(lda, 1), stride_a,
-                                       b, std::max<index_t>(ldb, 1), stride_b, out, std::max<index_t>(n, 1), m * n,
-                                       batches);
+          backend.gemm_strided_batched(OA::transposed, OB::transposed, m, n, k, op.a, op.lda, stride_a, op.b, op.ldb,
+                                       stride_b, out, std::max<index_t>(n, 1), m * n, batches);
           return;
         }
       }
     }
     for (index_t batch = 0; batch < batches; ++batch) {
-      index_t a_offset = batch_offset<OA::base_rank>(batch, od, R, abase);
-      index_t b_offset = batch_offset<OB::base_rank>(batch, od, R, bbase);
-      backend.gemm(OA::transposed, OB::transposed, m, n, k, a + a_offset, std::max<index_t>(lda, 1), b + b_offset,
-                   std::max<index_t>(ldb, 1), out + batch * m * n, std::max<index_t>(n, 1));
+      index_t a_offset = batch_offset<OA::base_rank>(batch, od, R, op.abase);
+      index_t b_offset = batch_offset<OB::base_rank>(batch, od, R, op.bbase);
+      backend.gemm(OA::transposed, OB::transposed, m, n, k, op.a + a_offset, op.lda, op.b + b_offset, op.ldb,
+                   out + batch * m * n, std::max<index_t>(n, 1));
     }
   }
 
@@ -199,11 +214,7 @@ struct kernel_runner {
       backend.parallel_for(outer * m * n, fill_zero_body<T>{out});
       return;
     }
-    const T* a = static_cast<const T*>(buffers[OA::memory_id]);
-    const T* b = static_cast<const T*>(buffers[OB::memory_id]);
-    const index_t* abase = dims + OA::base_id * Layout::max_rank;
-    const index_t* bbase = dims + OB::base_id * Layout::max_rank;
-    index_t lda = std::max<index_t>(abase[OA::base_rank - 1], 1), ldb = std::max<index_t>(bbase[OB::base_rank - 1], 1);
+    const stored_operands<T> op = operands_of<Product, T>();
     // Product's batch index of batch `o` of the sum (its other batch axes, row-major) with `s` on Axis.
     auto batch_of = [&](index_t o, index_t s) {
       index_t index = 0, stride = 1;
@@ -220,12 +231,12 @@ struct kernel_runner {
     };
     for (index_t o = 0; o < outer; ++o) {
       index_t first = batch_of(o, 0), second = summed > 1 ? batch_of(o, 1) : first;
-      index_t a_offset = batch_offset<OA::base_rank>(first, pd, R, abase);
-      index_t b_offset = batch_offset<OB::base_rank>(first, pd, R, bbase);
-      index_t stride_a = batch_offset<OA::base_rank>(second, pd, R, abase) - a_offset;
-      index_t stride_b = batch_offset<OB::base_rank>(second, pd, R, bbase) - b_offset;
-      backend.gemm_batch_sum(OA::transposed, OB::transposed, m, n, k, a + a_offset, lda, stride_a, b + b_offset, ldb,
-                             stride_b, out + o * m * n, std::max<index_t>(n, 1), summed);
+      index_t a_offset = batch_offset<OA::base_rank>(first, pd, R, op.abase);
+      index_t b_offset = batch_offset<OB::base_rank>(first, pd, R, op.bbase);
+      index_t stride_a = batch_offset<OA::base_rank>(second, pd, R, op.abase) - a_offset;
+      index_t stride_b = batch_offset<OB::base_rank>(second, pd, R, op.bbase) - b_offset;
+      backend.gemm_batch_sum(OA::transposed, OB::transposed, m, n, k, op.a + a_offset, op.lda, stride_a,
+                             op.b + b_offset, op.ldb, stride_b, out + o * m * n, std::max<index_t>(n, 1), summed);
     }
   }
 
