@@ -13,8 +13,11 @@ namespace luminal {
 
 namespace detail {
 /// The longest row run as a short row: unrolled inside the loop over rows (a pool's
-/// window, the inner axis a reshape splits off). Longer rows are loops of their own.
-inline constexpr index_t short_row_limit = 8;
+/// window, the inner axis a reshape splits off, a small image's rows in im2col and col2im).
+/// Longer rows are loops of their own. Rows of 9 to 16 were loops once: their setup (a
+/// walk through the views per row) and scalar ends cost im2col, col2im and the pools about
+/// twice what these unrolled rows do.
+inline constexpr index_t short_row_limit = 16;
 
 /// The last axis of a shape whose extent is not statically 1 (0 if there is none): the
 /// loop nests' inner axis. Axes after it hold coordinate 0 only.
@@ -31,6 +34,16 @@ template <index_t... E>
 constexpr index_t static_extent(std::integer_sequence<index_t, E...>, std::size_t k) {
   constexpr index_t extents[] = {E..., -1};
   return k < sizeof...(E) && extents[k] >= 0 ? extents[k] : -1;
+}
+/// The last axis before axis `row` whose extent is not statically 1 (row if there is none):
+/// the axis a short row's blocks run along, past the 1s a pool's window leaves.
+template <index_t... E>
+constexpr std::size_t outer_axis(std::integer_sequence<index_t, E...>, std::size_t row) {
+  constexpr index_t extents[] = {E..., 0};
+  std::size_t axis = row;
+  for (std::size_t k = 0; k < row; ++k)
+    if (extents[k] != 1) axis = k;
+  return axis;
 }
 /// The static extent of the inner axis, or -1 where it is symbolic (or the rank is 0).
 template <index_t... E>
@@ -85,8 +98,9 @@ struct iteration {
   /// A reshape under `it`, reached through maps, that only splits axes and splits the
   /// inner one into a short last axis (a max pool's gradient read in (.., 28) columns as
   /// (.., 14, 2) windows), or -1. The nest then runs over the reshape's input, whose
-  /// inner rows of at most 8 run unrolled, and no coordinate is divided: the reshape reads
-  /// its input where the nest is, the other reads merge coordinates back by multiply-adds.
+  /// inner rows of at most short_row_limit run unrolled, and no coordinate is divided:
+  /// the reshape reads its input where the nest is, the other reads merge coordinates
+  /// back by multiply-adds.
   template <int N>
   static constexpr int split_under() {
     using X = node<N>;
@@ -224,9 +238,9 @@ struct elementwise_kernel {
   /// Rows of at most short_row_limit elements (a pool's window) run as blocks along the
   /// axis before theirs, each row unrolled: the work shared by a row's elements (every
   /// coordinate but the last) is then done once per row, not once per element.
-  static constexpr bool short_rows = where::permute < 0 && row > 0 && row_length > 1 &&
-                                     row_length <= detail::short_row_limit &&
-                                     detail::static_extent(static_extents{}, row - 1) != 1;
+  static constexpr std::size_t outer = detail::outer_axis(static_extents{}, row);
+  static constexpr bool short_rows = where::permute < 0 && outer < row && row_length > 1 &&
+                                     row_length <= detail::short_row_limit;
   /// Rows that read through pads whose tests move monotonically along the row (an
   /// im2col's zero border, a col2im's shifted windows) run in three parts: the elements
   /// before and after the interval inside every pad, tested one by one, and that interval
@@ -281,12 +295,14 @@ struct elementwise_kernel {
       return;
     }
     for (index_t i = begin; i < body_begin; ++i) one(i);  // the end of a row another call began
-    extents<row> outer{};
-    for (std::size_t k = 0; k < row; ++k) outer[k] = d[k];
-    detail::for_each_row<row - 1>(body_begin / row_length, body_end / row_length, outer,
-                                  [&](extents<row>& oc, index_t i, index_t first, index_t n) {
+    // The axes between `outer` and the row have extent 1: the rows are numbered by the
+    // coordinates up to `outer` alone.
+    extents<outer + 1> outer_dims{};
+    for (std::size_t k = 0; k <= outer; ++k) outer_dims[k] = d[k];
+    detail::for_each_row<outer>(body_begin / row_length, body_end / row_length, outer_dims,
+                                [&](extents<outer + 1>& oc, index_t i, index_t first, index_t n) {
       extents<rank> c{};
-      for (std::size_t k = 0; k < row; ++k) c[k] = oc[k];
+      for (std::size_t k = 0; k <= outer; ++k) c[k] = oc[k];
       // The row's elements unrolled inside the loop over the rows: that loop then
       // vectorizes, each of a row's lanes an interleaved load and store. Left as a loop
       // (GCC does not unroll it before vectorizing), it kept the whole nest scalar.
@@ -297,7 +313,7 @@ struct elementwise_kernel {
 #endif
         for (index_t k = 0; k < row_length; ++k) {
           extents<rank> at = c;
-          at[row - 1] = first + j;
+          at[outer] = first + j;
           at[row] = k;
           lines[j * row_length + k] = value(at);
         }
