@@ -204,6 +204,48 @@ TEST_CASE("nn: Conv2d matches a naive convolution", "[nn][conv]") {
   }
 }
 
+TEST_CASE("nn: Conv2d and MaxPool2d over rows of 9 to 16 match naive loops, values and the input's gradient", "[nn][conv][pool]") {
+  // Rows of 13 to 16 elements (the padded 14-wide plane, im2col's and col2im's rows) and
+  // pool windows shaped (.., 7, 1, 7, 1) and (.., 14, 1, 13, 1) take the loop nest's
+  // unrolled short rows; the other tests' planes are narrower.
+  nn::Conv2d<"c", 2, 3, 3, 1, 1> conv;
+  auto x = input<"x", f32>(shape<2, 2, 14, 14>);
+  auto y = input<"y", f32>(shape<2, 2, 28, 26>);
+  auto r = input<"r", f32>(shape<2, 3, 14, 14>);
+  auto pooled = nn::MaxPool2d<2>{}(conv(x));
+  STATIC_REQUIRE(std::is_same_v<shape_t<decltype(pooled)>, Shape<2, 3, 7, 7>>);
+  STATIC_REQUIRE(std::is_same_v<shape_t<decltype(nn::MaxPool2d<2>{}(y))>, Shape<2, 2, 14, 13>>);
+  auto prog = compile<B>(pooled, nn::MaxPool2d<2>{}(y), grad(sum(conv(x) * r), x));
+  tensor_store store;
+  conv.initialize(store, 11);
+  REQUIRE(store.bind(prog) == 2);
+  xt::xarray<float> xv = test::random_array<float>({2, 2, 14, 14}, 41);
+  xt::xarray<float> yv = test::random_array<float>({2, 2, 28, 26}, 42);
+  xt::xarray<float> rv = test::random_array<float>({2, 3, 14, 14}, 43);
+  prog.bind("x", xv);
+  prog.bind("y", yv);
+  prog.bind("r", rv);
+  prog.run();
+  arr w = test::to_double(store.get<f32>("c.weight"));
+  arr conv_value = naive_conv(test::to_double(xv), w, test::to_double(store.get<f32>("c.bias")), 1, 1);
+  test::require_close(prog.output<0>(), naive_pool(conv_value, 2, 2, 0, true), 1e-5, 1e-5);
+  test::require_close(prog.output<1>(), naive_pool(test::to_double(yv), 2, 2, 0, true), 0, 0);
+  arr dx = xt::zeros<double>({2, 2, 14, 14});
+  for (std::size_t n = 0; n < 2; ++n)
+    for (std::size_t co = 0; co < 3; ++co)
+      for (long ho = 0; ho < 14; ++ho)
+        for (long wo = 0; wo < 14; ++wo)
+          for (std::size_t ci = 0; ci < 2; ++ci)
+            for (long kh = 0; kh < 3; ++kh)
+              for (long kw = 0; kw < 3; ++kw) {
+                long h = ho + kh - 1, v = wo + kw - 1;
+                if (h < 0 || v < 0 || h >= 14 || v >= 14) continue;
+                dx(n, ci, std::size_t(h), std::size_t(v)) +=
+                    double(rv(n, co, std::size_t(ho), std::size_t(wo))) * w(co, ci, std::size_t(kh), std::size_t(kw));
+              }
+  test::require_close(prog.output<2>(), dx, 1e-5, 1e-5);
+}
+
 TEST_CASE("nn: MaxPool2d and AvgPool2d match naive loops", "[nn][pool]") {
   auto x = input<"x", f32>(shape<Batch, 3, 7, 6>);
   auto max2 = nn::MaxPool2d<2>{}(x);           // drops the last row
