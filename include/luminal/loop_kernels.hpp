@@ -19,31 +19,27 @@ namespace detail {
 /// twice what these unrolled rows do.
 inline constexpr index_t short_row_limit = 16;
 
+/// The last axis before axis `end` whose extent is not statically 1, or `none` if there
+/// is none.
+template <index_t... E>
+constexpr std::size_t last_axis_not_one(std::integer_sequence<index_t, E...>, std::size_t end, std::size_t none) {
+  constexpr index_t extents[] = {E..., 0};
+  std::size_t axis = none;
+  for (std::size_t k = 0; k < end && k < sizeof...(E); ++k)
+    if (extents[k] != 1) axis = k;
+  return axis;
+}
 /// The last axis of a shape whose extent is not statically 1 (0 if there is none): the
 /// loop nests' inner axis. Axes after it hold coordinate 0 only.
 template <index_t... E>
-constexpr std::size_t row_axis(std::integer_sequence<index_t, E...>) {
-  constexpr index_t extents[] = {E..., 0};
-  std::size_t axis = 0;
-  for (std::size_t k = 0; k < sizeof...(E); ++k)
-    if (extents[k] != 1) axis = k;
-  return axis;
+constexpr std::size_t row_axis(std::integer_sequence<index_t, E...> s) {
+  return last_axis_not_one(s, sizeof...(E), 0);
 }
 /// The static extent of axis k, or -1 where it is symbolic or past the rank.
 template <index_t... E>
 constexpr index_t static_extent(std::integer_sequence<index_t, E...>, std::size_t k) {
   constexpr index_t extents[] = {E..., -1};
   return k < sizeof...(E) && extents[k] >= 0 ? extents[k] : -1;
-}
-/// The last axis before axis `row` whose extent is not statically 1 (row if there is none):
-/// the axis a short row's blocks run along, past the 1s a pool's window leaves.
-template <index_t... E>
-constexpr std::size_t outer_axis(std::integer_sequence<index_t, E...>, std::size_t row) {
-  constexpr index_t extents[] = {E..., 0};
-  std::size_t axis = row;
-  for (std::size_t k = 0; k < row; ++k)
-    if (extents[k] != 1) axis = k;
-  return axis;
 }
 /// The static extent of the inner axis, or -1 where it is symbolic (or the rank is 0).
 template <index_t... E>
@@ -235,10 +231,11 @@ struct elementwise_kernel {
   using static_extents = typename eval::template node_t<where::loop>::static_extents;
   static constexpr std::size_t row = detail::row_axis(static_extents{});
   static constexpr index_t row_length = detail::row_extent(static_extents{});
-  /// Rows of at most short_row_limit elements (a pool's window) run as blocks along the
-  /// axis before theirs, each row unrolled: the work shared by a row's elements (every
+  /// Rows of at most short_row_limit elements (a pool's window) run as blocks along
+  /// `outer`, the last axis before theirs whose extent is not 1 (past the 1s a pool's
+  /// window shape leaves), each row unrolled: the work shared by a row's elements (every
   /// coordinate but the last) is then done once per row, not once per element.
-  static constexpr std::size_t outer = detail::outer_axis(static_extents{}, row);
+  static constexpr std::size_t outer = detail::last_axis_not_one(static_extents{}, row, row);
   static constexpr bool short_rows = where::permute < 0 && outer < row && row_length > 1 &&
                                      row_length <= detail::short_row_limit;
   /// Rows that read through pads whose tests move monotonically along the row (an
