@@ -4,6 +4,10 @@
 // nest turns into one increment per element. Subtrees that only combine same-shape values
 // (maps, reshapes, stored reads) are "flat" and also evaluate at a flat index. The same
 // code runs in host threads, Kokkos and CUDA kernels, over the numbered graph of flat.hpp.
+// at and apply_map, which walk a fused tree at coordinates, are always inlined: a kernel's
+// loop vectorizes only when it sees the whole tree, and GCC's inliner stops at its size
+// limits for a large one (col2im's nine shifted reads were left as calls, one per read
+// and element).
 #pragma once
 #include <boost/mp11/algorithm.hpp>
 
@@ -143,7 +147,7 @@ struct evaluator {
   /// With Unchecked, pads are read as if every coordinate were inside them: the loop nest
   /// asks for it on the part of a row that inside_pads() says is inside every pad.
   template <int Id, bool Root = false, bool Unchecked = false>
-  LUMINAL_HD static value_type<Id> at(const kernel_context& ctx, const coords<Id>& c) {
+  LUMINAL_ALWAYS_INLINE static value_type<Id> at(const kernel_context& ctx, const coords<Id>& c) {
     using N = node_t<Id>;
     using T = value_type<Id>;
     if constexpr (N::kind == op_kind::input || (!Root && N::stored)) {
@@ -211,8 +215,8 @@ struct evaluator {
   }
 
   template <int Id, bool Unchecked, int... C>
-  LUMINAL_HD static value_type<Id> apply_map(const kernel_context& ctx, const coords<Id>& c,
-                                             std::integer_sequence<int, C...>) {
+  LUMINAL_ALWAYS_INLINE static value_type<Id> apply_map(const kernel_context& ctx, const coords<Id>& c,
+                                                        std::integer_sequence<int, C...>) {
     return node_t<Id>::op::functor::apply(at<C, false, Unchecked>(ctx, c)...);
   }
 

@@ -134,10 +134,14 @@ struct child_ids<L, boost::mp11::mp_list<C...>> {
   using type = std::integer_sequence<int, position_in<L, C>::value...>;
 };
 
+/// A view costs what a load's address costs: the loop nest composes a chain of views over
+/// a stored buffer into one strided layout (loop_kernels.hpp), so a view adds a stride, a
+/// pad a bounds check, not the division per axis an index once paid. col2im, a sum of
+/// shifted views of one product, is then cheap enough to evaluate inline where several
+/// views read it (plan.hpp's fan-out rule), and runs as one loop.
 template <class S>
 constexpr int op_cost() {
   if constexpr (S::kind == op_kind::map) return S::op::functor::cost;
-  else if constexpr (S::kind == op_kind::view) return 2;
   else return 1;
 }
 template <class S>

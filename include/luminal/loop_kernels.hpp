@@ -253,8 +253,9 @@ struct elementwise_kernel {
   kernel_context ctx;
   T* out;
 
-  /// The value at coordinates c of the loop node (detail::iteration::loop).
-  LUMINAL_HD T value(const extents<rank>& c) const {
+  /// The value at coordinates c of the loop node (detail::iteration::loop). Always inlined
+  /// into the loop, as the evaluator's walk is (eval.hpp).
+  LUMINAL_ALWAYS_INLINE T value(const extents<rank>& c) const {
     if constexpr (where::split >= 0) return eval::template at_split<it, root, where::split>(ctx, c);
     else return eval::template at<it, root>(ctx, c);
   }

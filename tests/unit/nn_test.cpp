@@ -244,6 +244,9 @@ TEST_CASE("nn: Conv2d and MaxPool2d over rows of 13 to 16 match naive loops, val
                     double(rv(n, co, std::size_t(ho), std::size_t(wo))) * w(co, ci, std::size_t(kh), std::size_t(kw));
               }
   test::require_close(prog.output<2>(), dx, 1e-5, 1e-5);
+  // col2im, the input's gradient summed from nine shifted views of one GEMM's product, is
+  // one loop: the gradient alone is the cotangent the GEMM reads, the GEMM, and col2im.
+  STATIC_REQUIRE(decltype(compile<B>(grad(sum(conv(x) * r), x)))::kernel_count() == 3);
 }
 
 TEST_CASE("nn: MaxPool2d and AvgPool2d match naive loops", "[nn][pool]") {
