@@ -1,12 +1,12 @@
-// Instruction counts of one CNN training step (the CNN of train_step.cpp, batch 128) and
-// of one GPT layer block forward and backward (nn::TransformerBlock, width 256, 4 heads,
-// batch 8, context 128), for valgrind's callgrind: a stable figure where timings on a
-// shared machine are noisy. Only the measured step is instrumented. It is not in the
-// default build:
+// Instruction counts of one CNN or MLP training step (the models of train_step.cpp, from
+// bench_models.hpp, batch 128) and of one GPT layer block forward and backward
+// (nn::TransformerBlock, width 256, 4 heads, batch 8, context 128), for valgrind's
+// callgrind: a stable figure where timings on a shared machine are noisy. Only the
+// measured step is instrumented. It is not in the default build:
 //
 //     cmake --build build --target step_instructions && cd build/benchmarks
 //     LUMINAL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell \
-//       valgrind --tool=callgrind --instr-atstart=no ./step_instructions cnn
+//       valgrind --tool=callgrind --instr-atstart=no ./step_instructions cnn   # or mlp, gpt
 //     callgrind_annotate callgrind.out.<pid> | head      # "PROGRAM TOTALS" is the count
 //
 // valgrind 3.19 cannot decode AVX-512, so this binary is built without it and OpenBLAS
@@ -19,6 +19,8 @@
 #include <luminal/nn/attention.hpp>
 #include <luminal/train.hpp>
 #include <random>
+
+#include "bench_models.hpp"
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
 #else
@@ -29,7 +31,8 @@
 using namespace luminal;
 
 namespace {
-constexpr Dim Batch{"Batch"}, Seq{"Seq"};
+using bench::Batch;
+constexpr Dim Seq{"Seq"};
 
 template <class F>
 void measured(const char* what, F&& step) {
@@ -49,27 +52,19 @@ xt::xarray<float> normal_array(std::vector<std::size_t> shape, unsigned seed) {
   return a;
 }
 
-int cnn_step() {
-  nn::Conv2d<"conv1", 1, 32, 3, 1, 1> conv1;
-  nn::Conv2d<"conv2", 32, 64, 3, 1, 1> conv2;
-  nn::MaxPool2d<2> pool;
-  nn::Linear<"fc1", 64 * 7 * 7, 128> fc1;
-  nn::Linear<"fc2", 128, 10> fc2;
-  auto x = reshape(input<"x", f32>(shape<Batch, 784>), shape<Batch, 1, 28, 28>);
-  auto features = pool(relu(conv2(pool(relu(conv1(x))))));
-  auto logits = fc2(relu(fc1(reshape(features, shape<Batch, 64 * 7 * 7>))));
-  auto step = compile_train_step(nn::cross_entropy(logits, input<"labels", i32>(shape<Batch>)), adam{.lr = 1e-3f});
+/// One training step of a model of bench_models.hpp (Adam, batch 128).
+template <class Model>
+int model_step(const char* what) {
+  Model model;
+  auto step = compile_train_step(model.loss(), adam{.lr = 1e-3f});
   tensor_store initial;
-  conv1.initialize(initial, 1);
-  conv2.initialize(initial, 1);
-  fc1.initialize(initial, 1);
-  fc2.initialize(initial, 1);
+  model.initialize(initial, 1);
   step.store().assign(initial);
   xt::xarray<std::int32_t> labels = xt::xarray<std::int32_t>::from_shape({128});
   for (std::size_t i = 0; i < 128; ++i) labels(i) = std::int32_t(i % 10);
   step.bind("x", normal_array({128, 784}, 1));
   step.bind("labels", labels);
-  measured("CNN training step, batch 128", [&] { step.run(); });
+  measured(what, [&] { step.run(); });
   return 0;
 }
 
@@ -91,8 +86,9 @@ int gpt_block() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "cnn") == 0) return cnn_step();
+  if (argc == 2 && std::strcmp(argv[1], "cnn") == 0) return model_step<bench::cnn>("CNN training step, batch 128");
+  if (argc == 2 && std::strcmp(argv[1], "mlp") == 0) return model_step<bench::mlp>("MLP training step, batch 128");
   if (argc == 2 && std::strcmp(argv[1], "gpt") == 0) return gpt_block();
-  std::fprintf(stderr, "usage: %s cnn|gpt\n", argv[0]);
+  std::fprintf(stderr, "usage: %s cnn|mlp|gpt\n", argv[0]);
   return 2;
 }
