@@ -38,6 +38,7 @@ struct kernel_loop {
   bool flat = false;          // elementwise: one flat loop
   int row = 0;                // elementwise: the inner loop's axis
   bool wide = false;          // elementwise: applies a float function, compiled for the widest vectors
+  bool narrow = false;        // elementwise: short rows in short blocks, compiled for 128-bit vectors
   bool per_output = false;    // reduction: a loop over the reduced axis per output
   int reduce_axis = 0;
 };
@@ -59,8 +60,9 @@ consteval kernel_loop kernel_loop_of() {
     loop.permute = where::permute;
     if constexpr (where::permute < 0) loop.flat = eval::template is_flat<it, it == root>();
     loop.row = int(row_axis(typename eval::template node_t<where::loop>::static_extents{}));
-#ifdef LUMINAL_WIDE_VECTORS
+#ifdef LUMINAL_VECTOR_WIDTHS
     loop.wide = elementwise_kernel<P, root>::arithmetic_bound;
+    loop.narrow = !loop.wide && elementwise_kernel<P, root>::short_blocks;
 #endif
   }
   return loop;
@@ -171,6 +173,7 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
       else if (it != root) out += " (the reshape's input)";
     }
     if (loop.wide) out += "; bound by a float function's arithmetic: 512-bit vectors where the CPU has them";
+    if (loop.narrow) out += "; short rows in short blocks: 128-bit vectors, 4 rows a step";
     const int group_end = kernel_groups<Layout>::end[K];
     const auto& segment_end = kernel_groups<Layout>::segment_end;
     if (group_end > int(K) + 1) {

@@ -69,6 +69,13 @@ using index_t = std::int64_t;
 #define LUMINAL_ALWAYS_INLINE inline
 #endif
 #define LUMINAL_COORDINATE_MAP LUMINAL_ALWAYS_INLINE
+/// Always inlined, on a lambda (after its parameter list): a kernel's row body, so that
+/// it is compiled with the kernel's own vector width (loop_kernels.hpp).
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define LUMINAL_LAMBDA_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define LUMINAL_LAMBDA_ALWAYS_INLINE
+#endif
 /// On the pointer a kernel writes through: its stores change none of the values the kernel
 /// reads (inputs, broadcast scalars, the buffer table), so loads stay out of the loop and
 /// the loop vectorizes.

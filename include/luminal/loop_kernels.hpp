@@ -7,175 +7,18 @@
 #include <cstdint>
 
 #include "eval.hpp"
+#include "iteration.hpp"
 #include "ops/map.hpp"
 #include "ops/vector_math.hpp"
 namespace luminal {
 
 namespace detail {
-/// The longest row run as a short row: unrolled inside the loop over rows (a pool's
-/// window, the inner axis a reshape splits off, a small image's rows in im2col and col2im).
-/// Longer rows are loops of their own. Rows of 9 to 16 were loops once: their setup (a
-/// walk through the views per row) and scalar ends cost im2col, col2im and the pools about
-/// twice what these unrolled rows do.
-inline constexpr index_t short_row_limit = 16;
-
-/// The last axis before axis `end` whose extent is not statically 1, or `none` if there
-/// is none.
-template <index_t... E>
-constexpr std::size_t last_axis_not_one(std::integer_sequence<index_t, E...>, std::size_t end, std::size_t none) {
-  constexpr index_t extents[] = {E..., 0};
-  std::size_t axis = none;
-  for (std::size_t k = 0; k < end && k < sizeof...(E); ++k)
-    if (extents[k] != 1) axis = k;
-  return axis;
-}
-/// The last axis of a shape whose extent is not statically 1 (0 if there is none): the
-/// loop nests' inner axis. Axes after it hold coordinate 0 only.
-template <index_t... E>
-constexpr std::size_t row_axis(std::integer_sequence<index_t, E...> s) {
-  return last_axis_not_one(s, sizeof...(E), 0);
-}
-/// The static extent of axis k, or -1 where it is symbolic or past the rank.
-template <index_t... E>
-constexpr index_t static_extent(std::integer_sequence<index_t, E...>, std::size_t k) {
-  constexpr index_t extents[] = {E..., -1};
-  return k < sizeof...(E) && extents[k] >= 0 ? extents[k] : -1;
-}
-/// The static extent of the inner axis, or -1 where it is symbolic (or the rank is 0).
-template <index_t... E>
-constexpr index_t row_extent(std::integer_sequence<index_t, E...> s) {
-  return sizeof...(E) == 0 ? -1 : static_extent(s, row_axis(s));
-}
-
-/// Where a kernel rooted at Id loops: over the coordinates of node `it`, which is the root
-/// or, past the reshapes at the root (same elements, same order), a permute's input, read
-/// in its own order while the permuted writes go out at a stride. `permute` is that
-/// permute, or -1. A permute whose input has a shorter inner axis than its own stays: the
-/// loop would run over fewer elements per row (im2col's windows end in the window's 3
-/// offsets, its rows in the image's 28 columns).
-template <class P, int Id>
-struct iteration {
-  template <int N>
-  using node = typename evaluator<P>::template node_t<N>;
-  template <int N>
-  static constexpr int child = flat::detail::first(typename node<N>::children{});
-  template <int N>
-  static constexpr bool peelable = node<N>::kind == op_kind::view && !node<child<N>>::stored && node<child<N>>::rank > 0;
-  static constexpr int past_reshapes = [] {
-    if constexpr (requires { node<Id>::op::is_reshape; }) {
-      if constexpr (peelable<Id>) return iteration<P, child<Id>>::past_reshapes;
-      else return Id;
-    } else {
-      return Id;
-    }
-  }();
-  template <int N>
-  static constexpr bool shortens_rows = [] {
-    constexpr index_t inner = row_extent(typename node<child<N>>::static_extents{});
-    constexpr index_t outer = row_extent(typename node<N>::static_extents{});
-    return inner >= 0 && outer >= 0 && inner < outer;
-  }();
-  static constexpr int permute = [] {
-    if constexpr (requires { node<past_reshapes>::op::from_child(extents<node<past_reshapes>::rank>{}); }) {
-      if constexpr (peelable<past_reshapes> && !shortens_rows<past_reshapes>) return past_reshapes;
-      else return -1;
-    } else {
-      return -1;
-    }
-  }();
-  static constexpr int it = [] {
-    if constexpr (permute >= 0) return child<permute>;
-    else return past_reshapes;
-  }();
-  /// Whether node N is computed in this kernel: the iteration node itself, or a node the
-  /// plan fuses into it.
-  template <int N>
-  static constexpr bool computed_here = N == it || !node<N>::stored;
-  /// A reshape under `it`, reached through maps, that only splits axes and splits the
-  /// inner one into a short last axis (a max pool's gradient read in (.., 28) columns as
-  /// (.., 14, 2) windows), or -1. The nest then runs over the reshape's input, whose
-  /// inner rows of at most short_row_limit run unrolled, and no coordinate is divided:
-  /// the reshape reads its input where the nest is, the other reads merge coordinates
-  /// back by multiply-adds.
-  template <int N>
-  static constexpr int split_under() {
-    using X = node<N>;
-    if constexpr (!computed_here<N>) {
-      return -1;
-    } else if constexpr (X::kind == op_kind::map) {
-      return []<int... C>(std::integer_sequence<int, C...>) {
-        int found = -1;
-        ((found = found >= 0 ? found : split_under<C>()), ...);
-        return found;
-      }(typename X::children{});
-    } else if constexpr (requires { X::op::only_splits; }) {
-      using In = typename node<child<N>>::static_extents;
-      constexpr std::size_t row = row_axis(typename X::static_extents{});
-      constexpr index_t inner = row_extent(In{});
-      if constexpr (X::op::only_splits && X::rank > 0 && X::op::inputs_of(row) > 1 && inner > 1 &&
-                    inner <= detail::short_row_limit)
-        return N;
-      else
-        return -1;
-    } else {
-      return -1;
-    }
-  }
-  /// A reshape under `it`, reached through maps whose other operands have one value
-  /// everywhere, that only merges axes into longer rows of its input (a convolution's
-  /// (.., Ho Wo) GEMM output read as (.., Ho, Wo) by its bias and ReLU), or -1. The nest
-  /// then runs over the reshape's input, in rows of Ho Wo instead of Wo.
-  template <int N>
-  static constexpr int merge_under() {
-    using X = node<N>;
-    using eval = evaluator<P>;
-    if constexpr (!computed_here<N>) {
-      return -1;
-    } else if constexpr (X::kind == op_kind::map) {
-      return []<int... C>(std::integer_sequence<int, C...>) {
-        if constexpr (((eval::template coordinate_free<C>() ? 0 : 1) + ...) != 1) {
-          return -1;
-        } else {
-          int found = -1;
-          ((found = eval::template coordinate_free<C>() ? found : merge_under<C>()), ...);
-          return found;
-        }
-      }(typename X::children{});
-    } else if constexpr (requires { X::op::only_merges; }) {
-      constexpr index_t inner = row_extent(typename node<child<N>>::static_extents{});
-      constexpr index_t outer = row_extent(typename X::static_extents{});
-      if constexpr (X::op::only_merges && X::rank > 0 && outer > 0 && inner > outer) return N;
-      else return -1;
-    } else {
-      return -1;
-    }
-  }
-  static constexpr int split = [] {
-    if constexpr (permute < 0 && node<it>::kind == op_kind::map && node<it>::rank > 0) {
-      if constexpr (split_under<it>() >= 0) return split_under<it>();
-      else return merge_under<it>();
-    } else {
-      return -1;
-    }
-  }();
-  /// Whether `split` is a reshape that merges axes (merge_under), not one that splits them.
-  static constexpr bool merges = [] {
-    if constexpr (split >= 0) return !node<split>::op::only_splits;
-    else return false;
-  }();
-  /// The node whose extents the loop nest runs over.
-  static constexpr int loop = [] {
-    if constexpr (split >= 0) return child<split>;
-    else return it;
-  }();
-};
-
 /// Runs row(c, i, first, n) for the rows of coordinates c covering flat indices
 /// [begin, end) of a shape with extents d: a row is n consecutive values of axis Row from
 /// `first`, at flat indices i, i + 1, ... (axes after Row have extent 1). The coordinates
 /// advance by increments: divisions happen once per call, not per element.
 template <std::size_t Row, std::size_t R, class F>
-LUMINAL_INLINE void for_each_row(index_t begin, index_t end, const extents<R>& d, F&& row) {
+LUMINAL_ALWAYS_INLINE void for_each_row(index_t begin, index_t end, const extents<R>& d, F&& row) {
   auto c = unravel(begin, d);
   for (index_t i = begin; i < end;) {
     index_t first = c[Row], n = d[Row] - first < end - i ? d[Row] - first : end - i;
@@ -209,11 +52,16 @@ inline constexpr bool applies_costly_map = [] {
 
 // GCC's -march=native on AVX-512 CPUs still vectorizes with 256-bit registers
 // (prefer-vector-width=256): most loops move memory, where wider registers gain nothing,
-// and loops over short rows lose to masked tails (the CNN's, measured). A loop that
-// applies exp2, log2 or erf is bound by its arithmetic instead, and 512-bit registers
-// halve its instructions: such kernels alone are compiled to prefer them.
+// and loops over short rows lose to masked tails (the CNN's, measured). Two kinds of
+// kernel are compiled for another width (LUMINAL_VECTOR_WIDTHS):
+// - a loop that applies exp2, log2 or erf is bound by its arithmetic, and 512-bit
+//   registers halve its instructions;
+// - short rows in blocks of fewer than 16 (a pool's 7 or 14 windows, im2col's 14
+//   columns) vectorize across the block, 8 rows a step at 256 bits: a block of 7 ran
+//   scalar and one of 14 half scalar. At 128 bits, 4 rows a step, most of each block is
+//   vectorized.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
-#define LUMINAL_WIDE_VECTORS 1
+#define LUMINAL_VECTOR_WIDTHS 1
 #endif
 
 /// A fused elementwise kernel: writes node Id of flat program P over flat indices
@@ -238,6 +86,11 @@ struct elementwise_kernel {
   static constexpr std::size_t outer = detail::last_axis_not_one(static_extents{}, row, row);
   static constexpr bool short_rows = where::permute < 0 && outer < row && row_length > 1 &&
                                      row_length <= detail::short_row_limit;
+  /// One flat loop, no nest.
+  static constexpr bool flat = where::permute < 0 && eval::template is_flat<it, root>();
+  /// Short rows in blocks of fewer than 16 along `outer`: see LUMINAL_VECTOR_WIDTHS.
+  static constexpr index_t block_length = detail::static_extent(static_extents{}, outer);
+  static constexpr bool short_blocks = !flat && short_rows && block_length > 0 && block_length < 16;
   /// Rows that read through pads whose tests move monotonically along the row (an
   /// im2col's zero border, a col2im's shifted windows) run in three parts: the elements
   /// before and after the interval inside every pad, tested one by one, and that interval
@@ -248,7 +101,7 @@ struct elementwise_kernel {
   /// interval lies further in (or that has none, as where concat's operands meet) is
   /// tested element by element.
   static constexpr index_t edge_limit = 4;
-  /// The loop applies a float function (exp2, erf...): see LUMINAL_WIDE_VECTORS.
+  /// The loop applies a float function (exp2, erf...): see LUMINAL_VECTOR_WIDTHS.
   static constexpr bool arithmetic_bound = detail::applies_costly_map<P, it, root>;
   kernel_context ctx;
   T* out;
@@ -284,7 +137,7 @@ struct elementwise_kernel {
     }
   }
 
-  LUMINAL_HD void run_short_rows(index_t begin, index_t end, const extents<rank>& d) const {
+  LUMINAL_ALWAYS_INLINE void run_short_rows(index_t begin, index_t end, const extents<rank>& d) const {
     auto one = [&](index_t i) { out[i] = value(detail::unravel(i, d)); };
     const index_t body_begin = (begin + row_length - 1) / row_length * row_length;
     const index_t body_end = end / row_length * row_length;
@@ -298,7 +151,7 @@ struct elementwise_kernel {
     extents<outer + 1> outer_dims{};
     for (std::size_t k = 0; k <= outer; ++k) outer_dims[k] = d[k];
     detail::for_each_row<outer>(body_begin / row_length, body_end / row_length, outer_dims,
-                                [&](extents<outer + 1>& oc, index_t i, index_t first, index_t n) {
+                                [&](extents<outer + 1>& oc, index_t i, index_t first, index_t n) LUMINAL_LAMBDA_ALWAYS_INLINE {
       extents<rank> c{};
       for (std::size_t k = 0; k <= outer; ++k) c[k] = oc[k];
       // The row's elements unrolled inside the loop over the rows: that loop then
@@ -321,9 +174,12 @@ struct elementwise_kernel {
   }
 
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
-#ifdef LUMINAL_WIDE_VECTORS
+#ifdef LUMINAL_VECTOR_WIDTHS
     if constexpr (arithmetic_bound) {
       run_wide(begin, end);
+      return;
+    } else if constexpr (short_blocks) {
+      run_narrow(begin, end);
       return;
     }
 #endif
@@ -331,14 +187,18 @@ struct elementwise_kernel {
   }
 
  private:
-#ifdef LUMINAL_WIDE_VECTORS
-  // Not inlined into its caller, which is compiled for the default width.
+#ifdef LUMINAL_VECTOR_WIDTHS
+  // Not inlined into their caller, which is compiled for the default width; what they
+  // call is always inlined, so that it is compiled for theirs.
   [[gnu::noinline, gnu::target("prefer-vector-width=512")]] void run_wide(index_t begin, index_t end) const {
+    run(begin, end);
+  }
+  [[gnu::noinline, gnu::target("prefer-vector-width=128")]] void run_narrow(index_t begin, index_t end) const {
     run(begin, end);
   }
 #endif
   LUMINAL_ALWAYS_INLINE void run(index_t begin, index_t end) const {
-    if constexpr (where::permute < 0 && eval::template is_flat<it, root>()) {
+    if constexpr (flat) {
       T* LUMINAL_RESTRICT o = out;
       for (index_t i = begin; i < end; ++i) o[i] = eval::template at_flat<it, root>(ctx, i);
     } else if constexpr (rank == 0) {

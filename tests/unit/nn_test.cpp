@@ -247,6 +247,11 @@ TEST_CASE("nn: Conv2d and MaxPool2d over rows of 13 to 16 match naive loops, val
   // col2im, the input's gradient summed from nine shifted views of one GEMM's product, is
   // one loop: the gradient alone is the cotangent the GEMM reads, the GEMM, and col2im.
   STATIC_REQUIRE(decltype(compile<B>(grad(sum(conv(x) * r), x)))::kernel_count() == 3);
+#ifdef LUMINAL_VECTOR_WIDTHS
+  // Blocks of 7 and 14 short rows (the pools, im2col, col2im) are compiled for 128-bit
+  // vectors, 4 rows a step; 256-bit ones take 8 and left a block of 7 scalar.
+  REQUIRE(prog.describe().find("short blocks: 128-bit vectors") != std::string::npos);
+#endif
 }
 
 TEST_CASE("nn: MaxPool2d and AvgPool2d match naive loops", "[nn][pool]") {

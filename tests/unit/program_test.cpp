@@ -281,7 +281,7 @@ TEMPLATE_LIST_TEST_CASE("a kernel joins the loop whose results it reads, and a r
     for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
     return n;
   };
-#ifdef LUMINAL_WIDE_VECTORS
+#ifdef LUMINAL_VECTOR_WIDTHS
   REQUIRE(count("512-bit vectors") == 1);
   REQUIRE(text.find("512-bit vectors") < text.find("kernel 1:"));
 #else
