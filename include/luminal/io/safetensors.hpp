@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,13 +49,40 @@ namespace detail::safetensors {
 /// The largest header accepted (the reference implementation's limit too).
 inline constexpr std::uint64_t max_header_bytes = std::uint64_t(100) << 20;
 
-/// JSON string literal for `text`; fails (naming `what`) on invalid UTF-8.
+/// JSON string literal for `text`, as serde_json and nlohmann::json write one: `"` and `\`
+/// escaped, control characters as \b \f \n \r \t or \u00xx, every other byte as it is;
+/// fails (naming `what`) on invalid UTF-8. Not nlohmann::json: for this one function, its
+/// header was most of what every program that includes train.hpp parsed beyond xtensor,
+/// and the compiler keeps every declaration it parses until the end.
 inline std::string quote(const std::filesystem::path& path, const std::string& text, std::string_view what) {
-  try {
-    return nlohmann::json(text).dump();
-  } catch (const nlohmann::json::exception&) {
+  if (invalid_utf8_at(text) != std::string_view::npos)
     fail(path, std::string(what) + " '" + text + "' is not valid UTF-8");
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 15];
+        } else {
+          out += ch;
+        }
+    }
   }
+  out += '"';
+  return out;
 }
 
 }  // namespace detail::safetensors
