@@ -20,16 +20,24 @@ namespace luminal::detail {
 /// than reading it from the gradient program: G holds no kernel boundary (a reduction, a
 /// GEMM, a gather, an exchange), only leaves, constants and their maps and views. Such a
 /// gradient costs a few operations per element, and a leaf could not be an output anyway.
+///
+/// A trait per node, whose children's answers GCC keeps: every gradient shares the nodes
+/// of the forward pass and most of the backward, and a walk of each gradient's graph
+/// (topo_nodes) was a walk of the whole program per parameter.
+template <class N>
+struct recomputed_by_update;
+template <class Children>
+struct all_recomputed_by_update;
+template <class... C>
+struct all_recomputed_by_update<boost::mp11::mp_list<C...>>
+    : std::bool_constant<(recomputed_by_update<C>::value && ...)> {};
+template <class N>
+struct recomputed_by_update
+    : std::bool_constant<(N::kind == op_kind::input || N::kind == op_kind::constant || N::kind == op_kind::extent ||
+                          N::kind == op_kind::iota || N::kind == op_kind::map || N::kind == op_kind::view) &&
+                         all_recomputed_by_update<typename N::children>::value> {};
 template <class G>
-constexpr bool recomputed_by_update() {
-  return []<class... N>(boost::mp11::mp_list<N...>) {
-    return ((N::kind == op_kind::input || N::kind == op_kind::constant || N::kind == op_kind::extent ||
-             N::kind == op_kind::iota || N::kind == op_kind::map || N::kind == op_kind::view) &&
-            ...);
-  }(topo_nodes<G>{});
-}
-template <class G>
-using is_handed_over = std::bool_constant<!recomputed_by_update<G>()>;
+using is_handed_over = std::bool_constant<!recomputed_by_update<G>::value>;
 
 /// The input through which the update program reads parameter P's gradient: "grad.<name>".
 template <class P>
