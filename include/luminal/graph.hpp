@@ -64,10 +64,16 @@ struct visit_unless<false, Visited, N> {
   using type = boost::mp11::mp_push_back<typename visit_all<Visited, typename N::children>::type, N>;
 };
 
+/// Whether N is in the list: a fold of comparisons, without position_in's call of
+/// first_true, whose argument (a list of as many bools) GCC keeps with its result.
+template <class L, class N>
+struct contains;
+template <class... T, class N>
+struct contains<boost::mp11::mp_list<T...>, N> : std::bool_constant<(__is_same(T, N) || ...)> {};
+
 template <class Visited, class N>
 struct visit {
-  using type = typename visit_unless<(position_in<Visited, N>::value < int(boost::mp11::mp_size<Visited>::value)),
-                                     Visited, N>::type;
+  using type = typename visit_unless<contains<Visited, N>::value, Visited, N>::type;
 };
 }  // namespace detail
 
@@ -75,10 +81,32 @@ struct visit {
 template <class... Outputs>
 using topo_nodes = typename detail::visit_all<boost::mp11::mp_list<>, boost::mp11::mp_list<Outputs...>>::type;
 
-/// Position of node type N in the list L, as `node_index<L, N>::value` (a type, not a
-/// variable template: see position_in).
+namespace detail {
+// node_index looks a node up in a list it was given whole (a program's nodes), so the
+// list is indexed once: index_of<L> derives from one index_entry per node, and a lookup
+// is overload resolution among their `at` functions, which GCC does in scratch memory it
+// frees at once. position_in's fold allocates a comparison per element and query and
+// keeps it to the end of the translation unit; over a program's children that was tens
+// of megabytes of the compiler's memory.
+template <class N, int I>
+struct index_entry {
+  static std::integral_constant<int, I> at(std::type_identity<N>*);
+};
+template <class L, class Indices>
+struct index_table;
+template <class... T, int... I>
+struct index_table<boost::mp11::mp_list<T...>, std::integer_sequence<int, I...>> : index_entry<T, I>... {
+  using index_entry<T, I>::at...;
+  static std::integral_constant<int, int(sizeof...(T))> at(...);
+};
+template <class L>
+using index_of = index_table<L, std::make_integer_sequence<int, int(boost::mp11::mp_size<L>::value)>>;
+}  // namespace detail
+
+/// Position of node type N in the list L of distinct nodes, or L's size if N is not in it,
+/// as `node_index<L, N>::value` (a type, not a variable template: see position_in).
 template <class L, class N>
-using node_index = detail::position_in<L, N>;
+using node_index = decltype(detail::index_of<L>::at(static_cast<std::type_identity<N>*>(nullptr)));
 
 /// One row of the flat graph table.
 struct node_info {
@@ -131,7 +159,7 @@ template <class L, class Children>
 struct child_ids;
 template <class L, class... C>
 struct child_ids<L, boost::mp11::mp_list<C...>> {
-  using type = std::integer_sequence<int, position_in<L, C>::value...>;
+  using type = std::integer_sequence<int, decltype(index_of<L>::at(static_cast<std::type_identity<C>*>(nullptr)))::value...>;
 };
 
 /// A view costs what a load's address costs: the loop nest composes a chain of views over
