@@ -56,7 +56,7 @@ consteval auto numbered_name() {
 }
 
 template <class L, class N>
-inline constexpr bool contains_node = position_in<L, N>::value < int(boost::mp11::mp_size<L>::value);
+inline constexpr bool contains_node = contains<L, N>::value;
 
 /// Whether a node is as cheap to recompute in the backward program as to load: leaves,
 /// and views and elementwise maps of cheap nodes (a transposed weight, a causal mask).

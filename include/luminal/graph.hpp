@@ -159,7 +159,7 @@ template <class L, class Children>
 struct child_ids;
 template <class L, class... C>
 struct child_ids<L, boost::mp11::mp_list<C...>> {
-  using type = std::integer_sequence<int, decltype(index_of<L>::at(static_cast<std::type_identity<C>*>(nullptr)))::value...>;
+  using type = std::integer_sequence<int, node_index<L, C>::value...>;
 };
 
 /// A view costs what a load's address costs: the loop nest composes a chain of views over
