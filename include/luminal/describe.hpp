@@ -58,7 +58,7 @@ consteval kernel_loop kernel_loop_of() {
     loop.it = where::loop;
     loop.split = where::split >= 0 && !where::merges;  // a merging reshape's input is "the reshape's input"
     loop.permute = where::permute;
-    if constexpr (where::permute < 0) loop.flat = eval::template is_flat<it, it == root>();
+    if constexpr (where::permute < 0) loop.flat = detail::evaluates_flat<P, it, it == root>::value;
     loop.row = int(row_axis(typename eval::template node_t<where::loop>::static_extents{}));
 #ifdef LUMINAL_VECTOR_WIDTHS
     loop.wide = elementwise_kernel<P, root>::arithmetic_bound;

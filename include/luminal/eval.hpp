@@ -11,6 +11,7 @@
 #pragma once
 #include <boost/mp11/algorithm.hpp>
 
+#include "eval_facts.hpp"
 #include "flat.hpp"
 #include "node_extents.hpp"
 #include "ops/view.hpp"
@@ -109,39 +110,6 @@ struct evaluator {
     return {(E >= 0 ? E : row[K])...};
   }
 
-  /// Whether node Id evaluates at a flat index (see the top of this file). With Root, its
-  /// own buffer is the one being written, so its children decide.
-  template <int Id, bool Root = false>
-  static constexpr bool is_flat() {
-    using N = node_t<Id>;
-    if constexpr (N::kind == op_kind::input || (!Root && N::stored) || N::kind == op_kind::constant ||
-                  N::kind == op_kind::extent) {
-      return true;
-    } else if constexpr (N::kind == op_kind::map) {
-      return all_flat(typename N::children{});
-    } else if constexpr (N::kind == op_kind::view) {
-      constexpr int C = flat::detail::first(typename N::children{});
-      if constexpr (broadcasts_one_element<Id>()) return true;  // a broadcast scalar
-      else if constexpr (requires { N::op::is_reshape; }) return is_flat<C>();
-      else return false;
-    } else {
-      return false;
-    }
-  }
-  template <int... C>
-  static constexpr bool all_flat(std::integer_sequence<int, C...>) { return (is_flat<C>() && ...); }
-  /// Whether view node Id shows the one element of its child everywhere: its child has
-  /// one element whatever the extents bound (rank 0, or all extents 1), and it pads nothing.
-  template <int Id>
-  static constexpr bool broadcasts_one_element() {
-    using N = node_t<Id>;
-    constexpr int C = flat::detail::first(typename N::children{});
-    constexpr bool one = []<index_t... E>(std::integer_sequence<index_t, E...>) {
-      return ((E == 1) && ...);
-    }(typename node_t<C>::static_extents{});
-    return one && !requires { N::op::pad_value; };
-  }
-
   /// The value of node Id at coordinates c. With Root, a stored node is computed rather
   /// than loaded: it is the value the running kernel produces.
   /// With Unchecked, pads are read as if every coordinate were inside them: the loop nest
@@ -160,9 +128,9 @@ struct evaluator {
       return apply_map<Id, Unchecked>(ctx, c, typename N::children{});
     } else if constexpr (N::kind == op_kind::view) {
       constexpr int C = flat::detail::first(typename N::children{});
-      if constexpr (broadcasts_one_element<Id>()) {
+      if constexpr (detail::broadcasts_one_element<P, Id>::value) {
         return at<C>(ctx, {});
-      } else if constexpr (requires { N::op::is_reshape; } && is_flat<C>()) {
+      } else if constexpr (requires { N::op::is_reshape; } && detail::evaluates_flat<P, C>::value) {
         return at_flat<C>(ctx, detail::ravel(c, dims<Id>(ctx)));  // no unravel: same flat order
       } else {
         auto child_dims = dims<C>(ctx);
@@ -196,7 +164,7 @@ struct evaluator {
     }
   }
 
-  /// The value of a flat node (is_flat) at flat index i.
+  /// The value of a flat node (detail::evaluates_flat) at flat index i.
   template <int Id, bool Root = false>
   LUMINAL_HD static value_type<Id> at_flat(const kernel_context& ctx, index_t i) {
     using N = node_t<Id>;
@@ -207,7 +175,7 @@ struct evaluator {
       return apply_map_flat<Id>(ctx, i, typename N::children{});
     } else if constexpr (N::kind == op_kind::view) {
       constexpr int C = flat::detail::first(typename N::children{});
-      if constexpr (broadcasts_one_element<Id>()) return at<C>(ctx, {});  // a broadcast scalar
+      if constexpr (detail::broadcasts_one_element<P, Id>::value) return at<C>(ctx, {});  // a broadcast scalar
       else return at_flat<C>(ctx, i);                             // a reshape
     } else {
       return at<Id, Root>(ctx, {});  // constants and extents: rank 0
@@ -220,14 +188,6 @@ struct evaluator {
     return node_t<Id>::op::functor::apply(at<C, false, Unchecked>(ctx, c)...);
   }
 
-  /// Whether node Id leads to node Split through maps computed in the kernel.
-  template <int Id, int Split, bool Root = false>
-  static constexpr bool leads_to() {
-    using N = node_t<Id>;
-    if constexpr (Id == Split) return true;
-    else if constexpr (N::kind != op_kind::map || (!Root && N::stored)) return false;
-    else return []<int... C>(std::integer_sequence<int, C...>) { return (leads_to<C, Split>() || ...); }(typename N::children{});
-  }
   /// The value of node Id at coordinates `fine` of the input of reshape Split, which only
   /// splits Id's axes further, or only merges them where every other read has one value
   /// everywhere (detail::iteration::split): maps pass `fine` down towards Split, Split
@@ -240,7 +200,7 @@ struct evaluator {
     constexpr int Fine = flat::detail::first(typename node_t<Split>::children{});
     if constexpr (Id == Split) {
       return at<Fine>(ctx, fine);
-    } else if constexpr (N::kind == op_kind::map && leads_to<Id, Split, Root>()) {
+    } else if constexpr (N::kind == op_kind::map && detail::leads_to<P, Id, Split, Root>::value) {
       return apply_map_split<Id, Split>(ctx, fine, typename N::children{});
     } else {
       return at<Id, Root>(ctx, node_t<Split>::op::template from_child<N::rank>(fine, dims<Fine>(ctx)));
@@ -254,71 +214,16 @@ struct evaluator {
   template <int C, int Split, class F>
   LUMINAL_HD static value_type<C> split_child(const kernel_context& ctx, const F& fine) {
     constexpr int Fine = flat::detail::first(typename node_t<Split>::children{});
-    if constexpr (leads_to<C, Split>()) return at_split<C, false, Split>(ctx, fine);
-    else if constexpr (coordinate_free<C>()) return at<C>(ctx, {});
+    if constexpr (detail::leads_to<P, C, Split>::value) return at_split<C, false, Split>(ctx, fine);
+    else if constexpr (detail::coordinate_free<P, C>::value) return at<C>(ctx, {});
     else return at<C>(ctx, node_t<Split>::op::template from_child<node_t<C>::rank>(fine, dims<Fine>(ctx)));
-  }
-  /// Whether node Id has one value everywhere, read without coordinates: a constant, an
-  /// extent, a scalar, a broadcast of one element, or a map of such values.
-  template <int Id>
-  static constexpr bool coordinate_free() {
-    using N = node_t<Id>;
-    if constexpr (N::rank == 0 || N::kind == op_kind::constant || N::kind == op_kind::extent) {
-      return true;
-    } else if constexpr (N::kind == op_kind::view) {
-      return broadcasts_one_element<Id>();
-    } else if constexpr (N::kind == op_kind::map && !N::stored) {
-      return []<int... C>(std::integer_sequence<int, C...>) { return (coordinate_free<C>() && ...); }(
-          typename N::children{});
-    } else {
-      return false;
-    }
-  }
-
-  /// Whether the kernel's expression at node Id reads through a pad view.
-  template <int Id, bool Root = false>
-  static constexpr bool reads_padding() {
-    using N = node_t<Id>;
-    if constexpr (N::kind == op_kind::input || (!Root && N::stored)) {
-      return false;
-    } else if constexpr (N::kind == op_kind::map || N::kind == op_kind::gather) {
-      return []<int... C>(std::integer_sequence<int, C...>) {
-        return (reads_padding<C>() || ...);
-      }(typename N::children{});
-    } else if constexpr (N::kind == op_kind::view) {
-      return requires { N::op::pad_value; } || reads_padding<flat::detail::first(typename N::children{})>();
-    } else {
-      return false;
-    }
-  }
-  /// Whether, along a row of the loop nest (one coordinate of node Id advancing by one),
-  /// each pad's test is of a coordinate that moves monotonically: then the elements
-  /// inside every pad are one interval of the row. Views map coordinates affinely, except
-  /// a reshape (its unravel wraps around) and a gather's table (the row it reads comes
-  /// from a value), so no pad may lie below either.
-  template <int Id, bool Root = false>
-  static constexpr bool pads_monotone() {
-    using N = node_t<Id>;
-    if constexpr (!reads_padding<Id, Root>()) {
-      return true;
-    } else if constexpr (N::kind == op_kind::map) {
-      return []<int... C>(std::integer_sequence<int, C...>) {
-        return (pads_monotone<C>() && ...);
-      }(typename N::children{});
-    } else if constexpr (N::kind == op_kind::view) {
-      constexpr int C = flat::detail::first(typename N::children{});
-      if constexpr (requires { N::op::is_reshape; }) return false;
-      else return pads_monotone<C>();
-    } else {
-      return false;  // a gather over padding
-    }
   }
   /// Whether coordinates c of node Id are inside every pad the expression reads through
   /// there (pads_monotone: maps and affine views only).
   template <int Id, bool Root = false>
   LUMINAL_HD static bool inside_pads(const kernel_context& ctx, const coords<Id>& c) {
     using N = node_t<Id>;
-    if constexpr (!reads_padding<Id, Root>()) {
+    if constexpr (!detail::reads_padding<P, Id, Root>::value) {
       return true;
     } else if constexpr (N::kind == op_kind::map) {
       return inside_children<Id>(ctx, c, typename N::children{});

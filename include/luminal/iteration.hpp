@@ -3,6 +3,7 @@
 // of a nest that the kernels read (the row's axis and extent, the short-row limit).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 
 #include "eval.hpp"
@@ -43,6 +44,129 @@ constexpr index_t row_extent(std::integer_sequence<index_t, E...> s) {
   return sizeof...(E) == 0 ? -1 : static_extent(s, row_axis(s));
 }
 
+/// Whether a view's input can be walked in its place: computed here (not stored), with
+/// axes of its own. False for every other node.
+template <class P, int Id, class N = flat_node_t<P, Id>, bool View = N::kind == op_kind::view>
+struct peelable : std::false_type {};
+template <class P, int Id, class N>
+struct peelable<P, Id, N, true>
+    : std::bool_constant<!flat_node_t<P, first_child_of<typename N::children>::value>::stored &&
+                         flat_node_t<P, first_child_of<typename N::children>::value>::rank != 0> {};
+
+/// The first reshape-free node from Id down: the reshapes at a kernel's root read the
+/// same elements in the same order, so the kernel loops past them.
+template <class P, int Id, class N = flat_node_t<P, Id>,
+          bool Peel = requires { N::op::is_reshape; } && peelable<P, Id>::value>
+struct past_reshapes : std::integral_constant<int, Id> {};
+template <class P, int Id, class N>
+struct past_reshapes<P, Id, N, true> : past_reshapes<P, first_child_of<typename N::children>::value> {};
+
+/// Whether rows of `inner` elements are shorter than rows of `outer` (both static).
+constexpr bool rows_shorten(index_t inner, index_t outer) { return inner >= 0 && outer >= 0 && inner < outer; }
+
+/// Permute node X, if the loop may run over its input instead (-1 otherwise): X is a
+/// permute (it maps coordinates back from its child), computed here, and its input's
+/// inner axis is not shorter than its own.
+template <class P, int X, class N = flat_node_t<P, X>,
+          bool Permute = requires { N::op::from_child(extents<N::rank>{}); } && peelable<P, X>::value>
+struct walkable_permute : std::integral_constant<int, -1> {};
+template <class P, int X, class N>
+struct walkable_permute<P, X, N, true>
+    : std::integral_constant<int, rows_shorten(row_extent(typename flat_node_t<P, first_child_of<typename N::children>::value>::static_extents{}),
+                                               row_extent(typename N::static_extents{}))
+                                      ? -1
+                                      : X> {};
+
+/// A reshape under node N of a kernel that loops over node It, reached through maps, that
+/// only splits axes and splits the inner one into a short last axis (a max pool's
+/// gradient read in (.., 28) columns as (.., 14, 2) windows), or -1. The nest then runs
+/// over the reshape's input, whose inner rows of at most short_row_limit run unrolled, and
+/// no coordinate is divided: the reshape reads its input where the nest is, the other
+/// reads merge coordinates back by multiply-adds.
+template <class P, int It, int N, class X = flat_node_t<P, N>,
+          int Case = !(N == It || !X::stored)            ? 0
+                     : X::kind == op_kind::map            ? 1
+                     : requires { X::op::only_splits; } ? 2
+                                                          : 0>
+struct split_under : std::integral_constant<int, -1> {};
+/// Whether reshape X only splits axes, and splits its inner axis off its input's rows of
+/// `inner` elements, short enough to run unrolled.
+template <class X>
+constexpr bool splits_into_short_rows(index_t inner) {
+  return X::op::only_splits && X::rank > 0 && X::op::inputs_of(row_axis(typename X::static_extents{})) > 1 &&
+         inner > 1 && inner <= short_row_limit;
+}
+/// Whether reshape X only merges axes, into its input's longer rows of `inner` elements.
+template <class X>
+constexpr bool merges_into_longer_rows(index_t inner) {
+  constexpr index_t outer = row_extent(typename X::static_extents{});
+  return X::op::only_merges && X::rank > 0 && outer > 0 && inner > outer;
+}
+/// The first of the values that is not -1, or -1.
+constexpr int first_found(std::initializer_list<int> found) {
+  for (int f : found)
+    if (f >= 0) return f;
+  return -1;
+}
+template <class P, int It, class Children>
+struct split_under_children;
+template <class P, int It, int... C>
+struct split_under_children<P, It, std::integer_sequence<int, C...>>
+    : std::integral_constant<int, first_found({split_under<P, It, C>::value...})> {};
+template <class P, int It, int N, class X>
+struct split_under<P, It, N, X, 1> : split_under_children<P, It, typename X::children> {};
+template <class P, int It, int N, class X>
+struct split_under<P, It, N, X, 2>
+    : std::integral_constant<int, splits_into_short_rows<X>(row_extent(
+                                      typename flat_node_t<P, first_child_of<typename X::children>::value>::static_extents{}))
+                                      ? N
+                                      : -1> {};
+
+/// A reshape under node N of a kernel that loops over node It, reached through maps whose
+/// other operands have one value everywhere, that only merges axes into longer rows of
+/// its input (a convolution's (.., Ho Wo) GEMM output read as (.., Ho, Wo) by its bias
+/// and ReLU), or -1. The nest then runs over the reshape's input, in rows of Ho Wo
+/// instead of Wo.
+template <class P, int It, int N, class X = flat_node_t<P, N>,
+          int Case = !(N == It || !X::stored)             ? 0
+                     : X::kind == op_kind::map             ? 1
+                     : requires { X::op::only_merges; } ? 2
+                                                           : 0>
+struct merge_under : std::integral_constant<int, -1> {};
+template <class P, int It, class Children>
+struct merge_under_children;
+template <class P, int It, int... C>
+struct merge_under_children<P, It, std::integer_sequence<int, C...>>
+    : std::integral_constant<int, ((coordinate_free<P, C>::value ? 0 : 1) + ...) != 1
+                                      ? -1
+                                      : first_found({std::conditional_t<coordinate_free<P, C>::value,
+                                                                        std::integral_constant<int, -1>,
+                                                                        merge_under<P, It, C>>::value...})> {};
+template <class P, int It, int N, class X>
+struct merge_under<P, It, N, X, 1> : merge_under_children<P, It, typename X::children> {};
+template <class P, int It, int N, class X>
+struct merge_under<P, It, N, X, 2>
+    : std::integral_constant<int, merges_into_longer_rows<X>(row_extent(
+                                      typename flat_node_t<P, first_child_of<typename X::children>::value>::static_extents{}))
+                                      ? N
+                                      : -1> {};
+
+/// Node Id's first child, or -1 for Id = -1.
+template <class P, int Id>
+struct first_child_at : first_child_of<typename flat_node_t<P, Id>::children> {};
+template <class P>
+struct first_child_at<P, -1> : std::integral_constant<int, -1> {};
+/// The reshape under a kernel's map that loops over node It, if any (split_under, then
+/// merge_under).
+template <class P, int It>
+struct split_or_merge
+    : std::conditional_t<(split_under<P, It, It>::value >= 0), split_under<P, It, It>, merge_under<P, It, It>> {};
+/// Whether reshape Split merges axes (merge_under) rather than splitting them; false for -1.
+template <class P, int Split>
+struct merges_at : std::bool_constant<!flat_node_t<P, Split>::op::only_splits> {};
+template <class P>
+struct merges_at<P, -1> : std::false_type {};
+
 /// Where a kernel rooted at Id loops: over the coordinates of node `it`, which is the root
 /// or, past the reshapes at the root (same elements, same order), a permute's input, read
 /// in its own order while the permuted writes go out at a stride. `permute` is that
@@ -52,118 +176,17 @@ constexpr index_t row_extent(std::integer_sequence<index_t, E...> s) {
 template <class P, int Id>
 struct iteration {
   template <int N>
-  using node = typename evaluator<P>::template node_t<N>;
-  template <int N>
-  static constexpr int child = flat::detail::first(typename node<N>::children{});
-  template <int N>
-  static constexpr bool peelable = node<N>::kind == op_kind::view && !node<child<N>>::stored && node<child<N>>::rank > 0;
-  static constexpr int past_reshapes = [] {
-    if constexpr (requires { node<Id>::op::is_reshape; }) {
-      if constexpr (peelable<Id>) return iteration<P, child<Id>>::past_reshapes;
-      else return Id;
-    } else {
-      return Id;
-    }
-  }();
-  template <int N>
-  static constexpr bool shortens_rows = [] {
-    constexpr index_t inner = row_extent(typename node<child<N>>::static_extents{});
-    constexpr index_t outer = row_extent(typename node<N>::static_extents{});
-    return inner >= 0 && outer >= 0 && inner < outer;
-  }();
-  static constexpr int permute = [] {
-    if constexpr (requires { node<past_reshapes>::op::from_child(extents<node<past_reshapes>::rank>{}); }) {
-      if constexpr (peelable<past_reshapes> && !shortens_rows<past_reshapes>) return past_reshapes;
-      else return -1;
-    } else {
-      return -1;
-    }
-  }();
-  static constexpr int it = [] {
-    if constexpr (permute >= 0) return child<permute>;
-    else return past_reshapes;
-  }();
-  /// Whether node N is computed in this kernel: the iteration node itself, or a node the
-  /// plan fuses into it.
-  template <int N>
-  static constexpr bool computed_here = N == it || !node<N>::stored;
-  /// A reshape under `it`, reached through maps, that only splits axes and splits the
-  /// inner one into a short last axis (a max pool's gradient read in (.., 28) columns as
-  /// (.., 14, 2) windows), or -1. The nest then runs over the reshape's input, whose
-  /// inner rows of at most short_row_limit run unrolled, and no coordinate is divided:
-  /// the reshape reads its input where the nest is, the other reads merge coordinates
-  /// back by multiply-adds.
-  template <int N>
-  static constexpr int split_under() {
-    using X = node<N>;
-    if constexpr (!computed_here<N>) {
-      return -1;
-    } else if constexpr (X::kind == op_kind::map) {
-      return []<int... C>(std::integer_sequence<int, C...>) {
-        int found = -1;
-        ((found = found >= 0 ? found : split_under<C>()), ...);
-        return found;
-      }(typename X::children{});
-    } else if constexpr (requires { X::op::only_splits; }) {
-      using In = typename node<child<N>>::static_extents;
-      constexpr std::size_t row = row_axis(typename X::static_extents{});
-      constexpr index_t inner = row_extent(In{});
-      if constexpr (X::op::only_splits && X::rank > 0 && X::op::inputs_of(row) > 1 && inner > 1 &&
-                    inner <= detail::short_row_limit)
-        return N;
-      else
-        return -1;
-    } else {
-      return -1;
-    }
-  }
-  /// A reshape under `it`, reached through maps whose other operands have one value
-  /// everywhere, that only merges axes into longer rows of its input (a convolution's
-  /// (.., Ho Wo) GEMM output read as (.., Ho, Wo) by its bias and ReLU), or -1. The nest
-  /// then runs over the reshape's input, in rows of Ho Wo instead of Wo.
-  template <int N>
-  static constexpr int merge_under() {
-    using X = node<N>;
-    using eval = evaluator<P>;
-    if constexpr (!computed_here<N>) {
-      return -1;
-    } else if constexpr (X::kind == op_kind::map) {
-      return []<int... C>(std::integer_sequence<int, C...>) {
-        if constexpr (((eval::template coordinate_free<C>() ? 0 : 1) + ...) != 1) {
-          return -1;
-        } else {
-          int found = -1;
-          ((found = eval::template coordinate_free<C>() ? found : merge_under<C>()), ...);
-          return found;
-        }
-      }(typename X::children{});
-    } else if constexpr (requires { X::op::only_merges; }) {
-      constexpr index_t inner = row_extent(typename node<child<N>>::static_extents{});
-      constexpr index_t outer = row_extent(typename X::static_extents{});
-      if constexpr (X::op::only_merges && X::rank > 0 && outer > 0 && inner > outer) return N;
-      else return -1;
-    } else {
-      return -1;
-    }
-  }
-  static constexpr int split = [] {
-    if constexpr (permute < 0 && node<it>::kind == op_kind::map && node<it>::rank > 0) {
-      if constexpr (split_under<it>() >= 0) return split_under<it>();
-      else return merge_under<it>();
-    } else {
-      return -1;
-    }
-  }();
+  using node = flat_node_t<P, N>;
+  static constexpr int permute = walkable_permute<P, past_reshapes<P, Id>::value>::value;
+  static constexpr int it = permute >= 0 ? first_child_at<P, permute>::value : past_reshapes<P, Id>::value;
+  /// A reshape under `it` whose input the nest runs over (split_under, merge_under), or -1.
+  static constexpr int split =
+      std::conditional_t<permute < 0 && node<it>::kind == op_kind::map && node<it>::rank != 0, split_or_merge<P, it>,
+                         std::integral_constant<int, -1>>::value;
   /// Whether `split` is a reshape that merges axes (merge_under), not one that splits them.
-  static constexpr bool merges = [] {
-    if constexpr (split >= 0) return !node<split>::op::only_splits;
-    else return false;
-  }();
+  static constexpr bool merges = merges_at<P, split>::value;
   /// The node whose extents the loop nest runs over.
-  static constexpr int loop = [] {
-    if constexpr (split >= 0) return child<split>;
-    else return it;
-  }();
+  static constexpr int loop = split >= 0 ? first_child_at<P, split>::value : it;
 };
 
 }  // namespace luminal::detail

@@ -148,12 +148,12 @@ struct kernel_groups {
     if constexpr (N::kind == op_kind::reduce || N::kind == op_kind::matmul || N::kind == op_kind::input ||
                   N::kind == op_kind::exchange)
       return false;
-    else if constexpr (iteration<P, Id>::it == Id && evaluator<P>::template is_flat<Id, true>()) return N::rank > 0;
+    else if constexpr (iteration<P, Id>::it == Id && evaluates_flat<P, Id, true>::value) return N::rank > 0;
     else return iteration<P, Id>::permute < 0 && N::rank > 0;
   }
   template <int Id>
   static constexpr bool flat_kernel() {
-    return iteration<P, Id>::it == Id && evaluator<P>::template is_flat<Id, true>();
+    return iteration<P, Id>::it == Id && evaluates_flat<P, Id, true>::value;
   }
   /// How kernel `root` reads stored node `target`: not at all, only at the flat index it
   /// writes (through maps and reshapes, same flat order, from the root), or elsewhere too

@@ -34,20 +34,22 @@ LUMINAL_ALWAYS_INLINE void for_each_row(index_t begin, index_t end, const extent
 
 /// Whether evaluating node Id of flat program P as a kernel does (inline down to stored
 /// nodes; Root: Id itself is computed, not loaded) applies a map of arithmetic_bound_cost
-/// or more. A variable template: each node is looked at once, however many parents share it.
-template <class P, int Id, bool Root>
-inline constexpr bool applies_costly_map = [] {
-  using N = typename evaluator<P>::template node_t<Id>;
-  if constexpr (!Root && N::stored) {
-    return false;
-  } else {
-    bool costly = false;
-    if constexpr (N::kind == op_kind::map) costly = N::op::functor::cost >= arithmetic_bound_cost;
-    return [&]<int... C>(std::integer_sequence<int, C...>) {
-      return (costly || ... || applies_costly_map<P, C, false>);
-    }(typename N::children{});
-  }
-}();
+/// or more. A class per node, so each node is looked at once however many parents share
+/// it; and no lambda: a lambda in a template is a class with three functions per node.
+template <class P, int Id, bool Root, class N = typename evaluator<P>::template node_t<Id>,
+          bool Walk = Root || !N::stored>
+struct applies_costly_map : std::false_type {};
+template <class P, int Id, bool Root, class N, class Children>
+struct applies_costly_map_below;
+template <class N, bool Map = N::kind == op_kind::map>
+struct is_costly_map : std::false_type {};
+template <class N>
+struct is_costly_map<N, true> : std::bool_constant<(N::op::functor::cost >= arithmetic_bound_cost)> {};
+template <class P, int Id, bool Root, class N>
+struct applies_costly_map<P, Id, Root, N, true> : applies_costly_map_below<P, Id, Root, N, typename N::children> {};
+template <class P, int Id, bool Root, class N, int... C>
+struct applies_costly_map_below<P, Id, Root, N, std::integer_sequence<int, C...>>
+    : std::bool_constant<(is_costly_map<N>::value || ... || applies_costly_map<P, C, false>::value)> {};
 }  // namespace detail
 
 // GCC's -march=native on AVX-512 CPUs still vectorizes with 256-bit registers
@@ -87,7 +89,7 @@ struct elementwise_kernel {
   static constexpr bool short_rows = where::permute < 0 && outer < row && row_length > 1 &&
                                      row_length <= detail::short_row_limit;
   /// One flat loop, no nest.
-  static constexpr bool flat = where::permute < 0 && eval::template is_flat<it, root>();
+  static constexpr bool flat = where::permute < 0 && detail::evaluates_flat<P, it, root>::value;
   /// Short rows in blocks of fewer than 16 along `outer`: see LUMINAL_VECTOR_WIDTHS.
   static constexpr index_t block_length = detail::static_extent(static_extents{}, outer);
   static constexpr bool short_blocks = !flat && short_rows && block_length > 0 && block_length < 16;
@@ -96,13 +98,13 @@ struct elementwise_kernel {
   /// before and after the interval inside every pad, tested one by one, and that interval
   /// with no test at all, whose loads are then consecutive and vectorize.
   static constexpr bool padded_rows =
-      where::split < 0 && eval::template reads_padding<it, root>() && eval::template pads_monotone<it, root>();
+      where::split < 0 && detail::reads_padding<P, it, root>::value && detail::pads_monotone<P, it, root>::value;
   /// At most this many elements are tested at each end of a row; a row whose inside
   /// interval lies further in (or that has none, as where concat's operands meet) is
   /// tested element by element.
   static constexpr index_t edge_limit = 4;
   /// The loop applies a float function (exp2, erf...): see LUMINAL_VECTOR_WIDTHS.
-  static constexpr bool arithmetic_bound = detail::applies_costly_map<P, it, root>;
+  static constexpr bool arithmetic_bound = detail::applies_costly_map<P, it, root>::value;
   kernel_context ctx;
   T* out;
 

@@ -59,15 +59,15 @@ struct cuda_launch_settings {
 
 namespace detail {
 /// Whether a kernel body walks the rows of a loop nest (cuda_launch_settings::row_elements)
-/// rather than running a flat loop: what eval.hpp's is_flat says of an elementwise
-/// kernel's expression, and every reduction. Other bodies (fills, additions, an
+/// rather than running a flat loop: what evaluates_flat (eval_facts.hpp) says of an
+/// elementwise kernel's expression, and every reduction. Other bodies (fills, additions, an
 /// optimizer's) are flat.
 template <class Body>
 inline constexpr bool walks_rows = false;
 template <class P, int Id>
 inline constexpr bool walks_rows<elementwise_kernel<P, Id>> = [] {
   using K = elementwise_kernel<P, Id>;
-  return !(K::where::permute < 0 && evaluator<P>::template is_flat<K::it, K::root>());
+  return !(K::where::permute < 0 && detail::evaluates_flat<P, K::it, K::root>::value);
 }();
 template <class P, int Id>
 inline constexpr bool walks_rows<reduce_kernel<P, Id>> = true;
