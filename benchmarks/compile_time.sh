@@ -8,15 +8,18 @@
 #                                           # with this checkout's model_a.cpp (before/after)
 #
 # Flags: those of luminal's examples and benchmarks (-O3 -march=native and the options the
-# luminal::luminal target adds). Prints wall and CPU seconds and the peak resident memory.
+# luminal::luminal target adds, LUMINAL_GCC_COMPACT_GC's collector setting included; set
+# GC_FLAGS= for GCC's default collector). Prints wall and CPU seconds and the peak
+# resident memory.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 tree=$here
 if [ "${1:-}" = "--tree" ]; then tree=$(cd "$2" && pwd); fi
 cxx=${CXX:-g++}
-flags="-std=c++20 -O3 -march=native -fno-math-errno -fno-version-loops-for-strides -fno-unswitch-loops"
+gc_flags=${GC_FLAGS---param=ggc-min-expand=30}
+flags="-std=c++20 -O3 -march=native -fno-math-errno -fno-version-loops-for-strides -fno-unswitch-loops $gc_flags"
 includes="-I$tree/include -I$tree/backends -I/usr/include/openblas"
-echo "headers: $tree"
+echo "headers: $tree; collector: ${gc_flags:-GCC's default}"
 printf '%-20s %8s %8s %10s\n' "translation unit" "wall s" "CPU s" "peak MB"
 for source in "$here/benchmarks/model_a.cpp" "$tree/examples/fashion_mnist.cpp"; do
   report=$(mktemp)
