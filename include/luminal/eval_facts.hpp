@@ -27,6 +27,10 @@ struct first_child_of;
 template <int First, int... Rest>
 struct first_child_of<std::integer_sequence<int, First, Rest...>> : std::integral_constant<int, First> {};
 
+/// The node of P that is node N's first child.
+template <class P, class N>
+using first_child_node = flat_node_t<P, first_child_of<typename N::children>::value>;
+
 /// Whether every extent is statically 1 (true for rank 0).
 template <class Extents>
 struct all_extents_one;
@@ -37,7 +41,7 @@ struct all_extents_one<std::integer_sequence<index_t, E...>> : std::bool_constan
 /// element whatever the extents bound (rank 0, or all extents 1), and it pads nothing.
 template <class P, int Id, class N = flat_node_t<P, Id>>
 struct broadcasts_one_element
-    : std::bool_constant<all_extents_one<typename flat_node_t<P, first_child_of<typename N::children>::value>::static_extents>::value &&
+    : std::bool_constant<all_extents_one<typename first_child_node<P, N>::static_extents>::value &&
                          !requires { N::op::pad_value; }> {};
 
 /// Whether node Id evaluates at a flat index: a leaf, a stored value, a constant, or maps
@@ -61,7 +65,8 @@ struct evaluates_flat<P, Id, Root, N, 1> : all_evaluate_flat<P, typename N::chil
 template <class P, int Id, bool Root, class N>
 struct evaluates_flat<P, Id, Root, N, 2>
     : std::conditional_t<broadcasts_one_element<P, Id>::value, std::true_type,
-                         std::conditional_t<requires { N::op::is_reshape; }, evaluates_flat<P, first_child_of<typename N::children>::value>,
+                         std::conditional_t<requires { N::op::is_reshape; },
+                                            evaluates_flat<P, first_child_of<typename N::children>::value>,
                                             std::false_type>> {};
 
 /// Whether node Id has one value everywhere, read without coordinates: a constant, an
@@ -98,7 +103,8 @@ template <class P, int Id, bool Root, class N>
 struct reads_padding<P, Id, Root, N, 1> : any_reads_padding<P, typename N::children> {};
 template <class P, int Id, bool Root, class N>
 struct reads_padding<P, Id, Root, N, 2>
-    : std::conditional_t<requires { N::op::pad_value; }, std::true_type, reads_padding<P, first_child_of<typename N::children>::value>> {};
+    : std::conditional_t<requires { N::op::pad_value; }, std::true_type,
+                         reads_padding<P, first_child_of<typename N::children>::value>> {};
 
 /// Whether, along a row of the loop nest (one coordinate of node Id advancing by one),
 /// each pad's test is of a coordinate that moves monotonically: then the elements inside
@@ -120,7 +126,8 @@ template <class P, int Id, bool Root, class N>
 struct pads_monotone<P, Id, Root, N, 1> : all_pads_monotone<P, typename N::children> {};
 template <class P, int Id, bool Root, class N>
 struct pads_monotone<P, Id, Root, N, 2>
-    : std::conditional_t<requires { N::op::is_reshape; }, std::false_type, pads_monotone<P, first_child_of<typename N::children>::value>> {};
+    : std::conditional_t<requires { N::op::is_reshape; }, std::false_type,
+                         pads_monotone<P, first_child_of<typename N::children>::value>> {};
 
 /// Whether node Id leads to node Split through maps computed in the kernel.
 template <class P, int Id, int Split, bool Root = false, class N = flat_node_t<P, Id>,

@@ -50,8 +50,7 @@ template <class P, int Id, class N = flat_node_t<P, Id>, bool View = N::kind == 
 struct peelable : std::false_type {};
 template <class P, int Id, class N>
 struct peelable<P, Id, N, true>
-    : std::bool_constant<!flat_node_t<P, first_child_of<typename N::children>::value>::stored &&
-                         flat_node_t<P, first_child_of<typename N::children>::value>::rank != 0> {};
+    : std::bool_constant<!first_child_node<P, N>::stored && first_child_node<P, N>::rank != 0> {};
 
 /// The first reshape-free node from Id down: the reshapes at a kernel's root read the
 /// same elements in the same order, so the kernel loops past them.
@@ -72,7 +71,7 @@ template <class P, int X, class N = flat_node_t<P, X>,
 struct walkable_permute : std::integral_constant<int, -1> {};
 template <class P, int X, class N>
 struct walkable_permute<P, X, N, true>
-    : std::integral_constant<int, rows_shorten(row_extent(typename flat_node_t<P, first_child_of<typename N::children>::value>::static_extents{}),
+    : std::integral_constant<int, rows_shorten(row_extent(typename first_child_node<P, N>::static_extents{}),
                                                row_extent(typename N::static_extents{}))
                                       ? -1
                                       : X> {};
@@ -118,7 +117,7 @@ struct split_under<P, It, N, X, 1> : split_under_children<P, It, typename X::chi
 template <class P, int It, int N, class X>
 struct split_under<P, It, N, X, 2>
     : std::integral_constant<int, splits_into_short_rows<X>(row_extent(
-                                      typename flat_node_t<P, first_child_of<typename X::children>::value>::static_extents{}))
+                                      typename first_child_node<P, X>::static_extents{}))
                                       ? N
                                       : -1> {};
 
@@ -147,7 +146,7 @@ struct merge_under<P, It, N, X, 1> : merge_under_children<P, It, typename X::chi
 template <class P, int It, int N, class X>
 struct merge_under<P, It, N, X, 2>
     : std::integral_constant<int, merges_into_longer_rows<X>(row_extent(
-                                      typename flat_node_t<P, first_child_of<typename X::children>::value>::static_extents{}))
+                                      typename first_child_node<P, X>::static_extents{}))
                                       ? N
                                       : -1> {};
 
