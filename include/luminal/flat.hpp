@@ -68,34 +68,22 @@ auto static_extents(std::index_sequence<K...>)
 template <class L, class... C>
 auto child_ids(boost::mp11::mp_list<C...>) -> std::integer_sequence<int, L::template id<C>::value...>;
 
-/// The op a flat node keeps of node N (a class, not a function per node: see
-/// eval_facts.hpp). Const / Literal: its value, as a double's bits (every element type
-/// is exact in a double); a reshape: the coordinate map of its input's shape.
-template <class N,
-          int Case = N::kind == op_kind::constant ? 0
-                     : N::kind == op_kind::input || N::kind == op_kind::extent || N::kind == op_kind::gather ||
-                             N::kind == op_kind::exchange
-                         ? 1
-                     : N::kind == op_kind::view && requires { N::op::is_reshape; } ? 2
-                                                                                    : 3>
-struct op_of {
-  using type = typename N::op;
-};
 template <class N>
-struct op_of<N, 0> {
-  using type = constant<std::bit_cast<std::uint64_t>(double(N::value))>;
-};
-template <class N>
-struct op_of<N, 1> {
-  using type = no_op;
-};
-template <class N>
-struct op_of<N, 2> {
-  using type = typename N::op::template coordinate_map<typename boost::mp11::mp_first<typename N::children>::shape>;
-};
+auto op_of() {
+  // Const / Literal: its value, as a double's bits (every element type is exact in a double).
+  if constexpr (N::kind == op_kind::constant)
+    return std::type_identity<constant<std::bit_cast<std::uint64_t>(double(N::value))>>{};
+  else if constexpr (N::kind == op_kind::input || N::kind == op_kind::extent || N::kind == op_kind::gather ||
+                     N::kind == op_kind::exchange)
+    return std::type_identity<no_op>{};
+  else if constexpr (N::kind == op_kind::view && requires { N::op::is_reshape; })
+    return std::type_identity<
+        typename N::op::template coordinate_map<typename boost::mp11::mp_first<typename N::children>::shape>>{};
+  else return std::type_identity<typename N::op>{};
+}
 
 template <class L, std::size_t I, class N = boost::mp11::mp_at_c<typename L::nodes, I>>
-using node_of = node<N::kind, typename op_of<N>::type, typename N::value_type, L::plan.stored[I],
+using node_of = node<N::kind, typename decltype(op_of<N>())::type, typename N::value_type, L::plan.stored[I],
                      decltype(static_extents<typename N::shape>(std::make_index_sequence<N::shape::rank>{})),
                      decltype(child_ids<L>(typename N::children{}))>;
 
