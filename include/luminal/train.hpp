@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <tuple>
 
@@ -283,9 +282,9 @@ class train_step {
   }
 
   /// Writes state() to a safetensors file atomically (io/safetensors.hpp).
-  void save(const std::filesystem::path& path) const { save_safetensors(state(), path); }
+  void save(const std::string& path) const { save_safetensors(state(), path); }
   /// Reads a safetensors file with load_state().
-  void load(const std::filesystem::path& path) { load_state(load_safetensors(path), "'" + path.string() + "'"); }
+  void load(const std::string& path) { load_state(load_safetensors(path), "'" + path + "'"); }
 
   /// The global-norm bound when compiled with gradient_clipping::global_norm.
   double max_grad_norm = std::numeric_limits<double>::infinity();
@@ -425,7 +424,7 @@ template <class B = host, retention_policy Policy = retention_policy::store_all,
           gradient_clipping Clipping = gradient_clipping::none, expression Loss, optimizer Opt>
 auto compile_train_step(Loss loss, Opt opt) {
   static_assert(shape_t<Loss>::rank == 0, "luminal: compile_train_step needs a scalar loss (reduce it with mean)");
-  using params = boost::mp11::mp_filter<detail::is_parameter_leaf, topo_nodes<Loss>>;
+  using params = filter_nodes<detail::is_parameter_leaf, topo_nodes<Loss>>;
   return detail::build_train_step<B, Policy, Clipping>(loss, std::move(opt), detail::no_exchange{}, params{});
 }
 
@@ -444,7 +443,7 @@ auto compile_train_step(Loss loss, Opt opt, data_parallel<BucketBytes> parallel)
   static_assert(shape_t<Loss>::rank == 0, "luminal: compile_train_step needs a scalar loss (reduce it with mean)");
   // The backward produces the last layers' gradients first: they fill the first buckets,
   // so each bucket travels while the next bucket's gradients are computed.
-  using params = boost::mp11::mp_reverse<boost::mp11::mp_filter<detail::is_parameter_leaf, topo_nodes<Loss>>>;
+  using params = boost::mp11::mp_reverse<filter_nodes<detail::is_parameter_leaf, topo_nodes<Loss>>>;
   auto step = detail::build_train_step<B, Policy, Clipping>(loss, std::move(opt),
                                                            detail::mean_over_ranks<BucketBytes>{}, params{});
   step.set_communicator(parallel.comm);

@@ -15,17 +15,15 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <string_view>
-#include <system_error>
 
+#include "file_system.hpp"
 #include "safetensors_json.hpp"
 
 #if defined(_WIN32)
 #include <process.h>
 #else
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 #endif
@@ -39,8 +37,8 @@ inline constexpr std::size_t temp_suffix_max = 5 + 10 + 1 + 20;
 
 /// The start of the temporary names for `target`: its file name, cut (at a UTF-8
 /// character boundary) so that the whole temporary name fits in name_max, then ".tmp-".
-inline std::string temp_prefix(const std::filesystem::path& target) {
-  std::string name = target.filename().string();
+inline std::string temp_prefix(const std::string& target) {
+  std::string name = files::file_name(target);
   std::size_t keep = std::min(name.size(), name_max - temp_suffix_max);
   while (keep > 0 && keep < name.size() && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
   name.resize(keep);
@@ -74,23 +72,17 @@ inline long temp_file_pid(std::string_view name, std::string_view prefix) {
 /// Removes the temporary files that killed saves to `target` left behind (best effort:
 /// errors are ignored, a save never fails because of them). Not on Windows, which has no
 /// cheap test of whether a process runs.
-inline void remove_stale_temp_files(const std::filesystem::path& target) {
+inline void remove_stale_temp_files(const std::string& target) {
 #if !defined(_WIN32)
-  namespace fs = std::filesystem;
   const std::string prefix = temp_prefix(target);
-  fs::path dir = target.parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    const long pid = temp_file_pid(it->path().filename().string(), prefix);
-    if (pid <= 0 || pid == current_pid()) continue;
-    if (::kill(pid_t(pid), 0) == 0 || errno == EPERM) continue;  // that process still runs
-    std::error_code status_ec;
-    if (!fs::is_regular_file(it->symlink_status(status_ec))) continue;
-    std::error_code remove_ec;
-    fs::remove(it->path(), remove_ec);
-  }
+  const std::string dir = files::parent_directory(target);
+  files::for_each_entry(dir, [&](std::string_view name) {
+    const long pid = temp_file_pid(name, prefix);
+    if (pid <= 0 || pid == current_pid()) return;
+    if (::kill(pid_t(pid), 0) == 0 || errno == EPERM) return;  // that process still runs
+    const std::string path = files::join(dir, name);
+    if (files::is_plain_file(path)) files::remove_quietly(path);
+  });
 #else
   (void)target;
 #endif
@@ -107,19 +99,19 @@ struct file_closer {
 /// A temporary file next to the target that is removed unless commit() renamed it.
 class temp_file {
  public:
-  explicit temp_file(const std::filesystem::path& target) : target_(target) {
+  explicit temp_file(const std::string& target) : target_(target) {
     static std::atomic<unsigned long> counter{0};
     remove_stale_temp_files(target);
-    const std::filesystem::path dir = target.parent_path();
+    const std::string dir = files::parent_directory(target);
     const std::string prefix = temp_prefix(target);
     for (int attempt = 0; attempt < 64; ++attempt) {
-      path_ = dir / (prefix + std::to_string(current_pid()) + "-" + std::to_string(counter.fetch_add(1)));
+      path_ = files::join(dir, prefix + std::to_string(current_pid()) + "-" + std::to_string(counter.fetch_add(1)));
       errno = 0;
-      file_ = std::fopen(path_.string().c_str(), "wbx");  // "x": fail if it exists
+      file_ = std::fopen(path_.c_str(), "wbx");  // "x": fail if it exists
       if (file_) return;
       if (errno != EEXIST) {
         const int err = errno;
-        fail(target, "cannot create the temporary file '" + path_.string() + "': " + errno_text(err));
+        fail(target, "cannot create the temporary file '" + path_ + "': " + errno_text(err));
       }
     }
     fail(target, "cannot create a temporary file next to it (all names taken)");
@@ -128,16 +120,13 @@ class temp_file {
   temp_file& operator=(const temp_file&) = delete;
   ~temp_file() {
     if (file_) std::fclose(file_);
-    if (!committed_) {
-      std::error_code ec;
-      std::filesystem::remove(path_, ec);
-    }
+    if (!committed_) files::remove_quietly(path_);
   }
 
   void write(const void* data, std::size_t bytes) {
     if (bytes && std::fwrite(data, 1, bytes, file_) != bytes) {
       const int err = errno;
-      fail(target_, "writing '" + path_.string() + "' failed: " + errno_text(err));
+      fail(target_, "writing '" + path_ + "' failed: " + errno_text(err));
     }
   }
 
@@ -145,39 +134,31 @@ class temp_file {
   void commit() {
     if (std::fflush(file_) != 0) {
       const int err = errno;
-      fail(target_, "writing '" + path_.string() + "' failed: " + errno_text(err));
+      fail(target_, "writing '" + path_ + "' failed: " + errno_text(err));
     }
 #if !defined(_WIN32)
     if (::fsync(::fileno(file_)) != 0) {
       const int err = errno;
-      fail(target_, "fsync of '" + path_.string() + "' failed: " + errno_text(err));
+      fail(target_, "fsync of '" + path_ + "' failed: " + errno_text(err));
     }
 #endif
     std::FILE* f = file_;
     file_ = nullptr;
     if (std::fclose(f) != 0) {
       const int err = errno;
-      fail(target_, "closing '" + path_.string() + "' failed: " + errno_text(err));
+      fail(target_, "closing '" + path_ + "' failed: " + errno_text(err));
     }
-    std::error_code ec;
-    std::filesystem::rename(path_, target_, ec);
-    if (ec) fail(target_, "cannot replace it with the new file: " + ec.message());
+    if (const int err = files::rename_over(path_, target_))
+      fail(target_, "cannot replace it with the new file: " + errno_text(err));
     committed_ = true;
 #if !defined(_WIN32)
-    // Make the rename itself durable (best effort: not every file system allows it).
-    std::filesystem::path dir = target_.parent_path();
-    if (dir.empty()) dir = ".";
-    int fd = ::open(dir.string().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-      (void)::fsync(fd);
-      ::close(fd);
-    }
+    files::sync_directory(files::parent_directory(target_));
 #endif
   }
 
  private:
-  std::filesystem::path target_;
-  std::filesystem::path path_;
+  std::string target_;
+  std::string path_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
 };

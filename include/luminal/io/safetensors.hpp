@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,7 +53,7 @@ inline constexpr std::uint64_t max_header_bytes = std::uint64_t(100) << 20;
 /// fails (naming `what`) on invalid UTF-8. Not nlohmann::json: for this one function, its
 /// header was most of what every program that includes train.hpp parsed beyond xtensor,
 /// and the compiler keeps every declaration it parses until the end.
-inline std::string quote(const std::filesystem::path& path, const std::string& text, std::string_view what) {
+inline std::string quote(const std::string& path, const std::string& text, std::string_view what) {
   if (invalid_utf8_at(text) != std::string_view::npos)
     fail(path, std::string(what) + " '" + text + "' is not valid UTF-8");
   static constexpr char hex[] = "0123456789abcdef";
@@ -101,7 +100,7 @@ inline std::string quote(const std::filesystem::path& path, const std::string& t
 /// within each size, so that every tensor is aligned to its element size in the file. The
 /// header is compact JSON with "__metadata__" first (omitted when empty), then the
 /// tensors in layout order, padded with spaces to a multiple of 8 bytes.
-inline void save_safetensors(const tensor_store& store, const std::filesystem::path& path) {
+inline void save_safetensors(const tensor_store& store, const std::string& path) {
   namespace st = detail::safetensors;
   using item = std::pair<const std::string, tensor_store::entry>;
   std::vector<const item*> order;
@@ -180,19 +179,18 @@ inline void save_safetensors(const tensor_store& store, const std::filesystem::p
 ///
 ///     luminal::tensor_store store = luminal::load_safetensors("model.safetensors");
 ///     xt::xarray<float> w = store.get<float>("fc1.weight");
-inline tensor_store load_safetensors(const std::filesystem::path& path) {
+inline tensor_store load_safetensors(const std::string& path) {
   namespace st = detail::safetensors;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (!fs::exists(status)) st::fail(path, "file does not exist");
-  if (fs::is_directory(status)) st::fail(path, "is a directory, not a safetensors file");
-  if (!fs::is_regular_file(status)) st::fail(path, "is not a regular file");
-  const std::uint64_t file_size = fs::file_size(path, ec);
-  if (ec) st::fail(path, "cannot read its size: " + ec.message());
+  const detail::files::status status = detail::files::inspect(path);
+  using detail::files::entry_kind;
+  if (status.kind == entry_kind::missing) st::fail(path, "file does not exist");
+  if (status.error) st::fail(path, "cannot be looked up: " + st::errno_text(status.error));
+  if (status.kind == entry_kind::directory) st::fail(path, "is a directory, not a safetensors file");
+  if (status.kind != entry_kind::regular) st::fail(path, "is not a regular file");
+  const std::uint64_t file_size = status.size;
 
   errno = 0;
-  st::file_closer in{std::fopen(path.string().c_str(), "rb")};
+  st::file_closer in{std::fopen(path.c_str(), "rb")};
   if (!in.file) {
     const int err = errno;
     st::fail(path, "cannot be opened: " + st::errno_text(err));

@@ -12,7 +12,6 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <string>
@@ -180,7 +179,7 @@ inline void read_metadata(json_scanner& scan, std::map<std::string, std::string,
 
 /// Narrows an entry read as I64 (8 little-endian bytes per element) to i32 in place;
 /// a value outside i32's range fails, naming the tensor, the element and the value.
-inline void narrow_i64(tensor_store::entry& entry, std::string_view name, const std::filesystem::path& path) {
+inline void narrow_i64(tensor_store::entry& entry, std::string_view name, const std::string& path) {
   const std::size_t count = entry.data.size() / 8;
   for (std::size_t k = 0; k < count; ++k) {
     std::uint64_t bits = 0;
@@ -198,7 +197,7 @@ inline void narrow_i64(tensor_store::entry& entry, std::string_view name, const 
 /// Reads and checks the header `text` of a file whose data section holds `data_size`
 /// bytes. Throws checkpoint_error naming `path` and what is wrong. The tensors come
 /// sorted by name; their overlap and coverage of the data are the caller's to check.
-inline header parse_header(std::string_view text, std::uint64_t data_size, const std::filesystem::path& path) {
+inline header parse_header(std::string_view text, std::uint64_t data_size, const std::string& path) {
   if (const std::size_t bad = invalid_utf8_at(text); bad != std::string_view::npos)
     fail(path, "header is not valid JSON: it is not UTF-8 (byte " + std::to_string(bad) + ")");
   json_scanner scan(text, path);

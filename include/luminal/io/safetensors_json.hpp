@@ -15,7 +15,6 @@
 //     scan.skip_value();                   // [1, 2]
 #pragma once
 #include <cstdint>
-#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -34,8 +33,8 @@ class checkpoint_error : public std::runtime_error {
 
 namespace detail::safetensors {
 
-[[noreturn]] inline void fail(const std::filesystem::path& path, const std::string& what) {
-  throw checkpoint_error("luminal: checkpoint '" + path.string() + "': " + what);
+[[noreturn]] inline void fail(const std::string& path, const std::string& what) {
+  throw checkpoint_error("luminal: checkpoint '" + path + "': " + what);
 }
 
 inline std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
@@ -82,7 +81,7 @@ inline constexpr std::size_t max_nesting = 127;
 /// vector of open brackets (never by recursion) and bounded by max_nesting.
 class json_scanner {
  public:
-  json_scanner(std::string_view text, std::filesystem::path path) : text_(text), path_(std::move(path)) {
+  json_scanner(std::string_view text, std::string path) : text_(text), path_(std::move(path)) {
     open_.reserve(max_nesting);
   }
 
@@ -349,7 +348,7 @@ class json_scanner {
   }
 
   std::string_view text_;
-  std::filesystem::path path_;
+  std::string path_;
   std::size_t pos_ = 0;
   std::vector<char> open_;  // the brackets of the arrays and objects we are inside
 };
