@@ -92,7 +92,7 @@ LUMINAL_INLINE index_t ravel(const extents<R>& c, const extents<R>& dims) {
 template <class P>
 struct evaluator {
   template <int Id>
-  using node_t = boost::mp11::mp_at_c<typename P::nodes, Id>;
+  using node_t = node_at<typename P::nodes, Id>;
   template <int Id>
   using value_type = typename node_t<Id>::value_type;
   template <int Id>

@@ -19,7 +19,7 @@ namespace luminal::detail {
 
 /// Node Id of flat program P.
 template <class P, int Id>
-using flat_node_t = boost::mp11::mp_at_c<typename P::nodes, Id>;
+using flat_node_t = node_at<typename P::nodes, Id>;
 
 /// The first child's id (views, gathers); a node without children has none to ask for.
 template <class Children>

@@ -82,7 +82,7 @@ auto op_of() {
   else return std::type_identity<typename N::op>{};
 }
 
-template <class L, std::size_t I, class N = boost::mp11::mp_at_c<typename L::nodes, I>>
+template <class L, std::size_t I, class N = node_at<typename L::nodes, I>>
 using node_of = node<N::kind, typename decltype(op_of<N>())::type, typename N::value_type, L::plan.stored[I],
                      decltype(static_extents<typename N::shape>(std::make_index_sequence<N::shape::rank>{})),
                      decltype(child_ids<L>(typename N::children{}))>;

@@ -82,21 +82,51 @@ template <class... Outputs>
 using topo_nodes = typename detail::visit_all<boost::mp11::mp_list<>, boost::mp11::mp_list<Outputs...>>::type;
 
 namespace detail {
+// mp_filter asks its predicate through mp_invoke_q, several class templates per element;
+// a node list's filter picks each element's one-or-none list by an alias instead.
+template <bool Keep>
+struct kept_if {
+  template <class T>
+  using list = boost::mp11::mp_list<>;
+};
+template <>
+struct kept_if<true> {
+  template <class T>
+  using list = boost::mp11::mp_list<T>;
+};
+template <template <class> class P, class L>
+struct filtered;
+template <template <class> class P, class... T>
+struct filtered<P, boost::mp11::mp_list<T...>> {
+  using type = boost::mp11::mp_append<boost::mp11::mp_list<>, typename kept_if<bool(P<T>::value)>::template list<T>...>;
+};
+}  // namespace detail
+
+/// The nodes N of list L for which P<N>::value holds, in L's order: mp_filter for node lists.
+template <template <class> class P, class L>
+using filter_nodes = typename detail::filtered<P, L>::type;
+
+namespace detail {
 // node_index looks a node up in a list it was given whole (a program's nodes), so the
 // list is indexed once: index_of<L> derives from one index_entry per node, and a lookup
 // is overload resolution among their `at` functions, which GCC does in scratch memory it
 // frees at once. position_in's fold allocates a comparison per element and query and
 // keeps it to the end of the translation unit; over a program's children that was tens
 // of megabytes of the compiler's memory.
+// The same table answers the converse, the node at a position (node_at), by overload
+// resolution too: mp_at_c on GCC, which lacks __type_pack_element, instantiates a few
+// class templates per list and position, and a program asks for thousands of them.
 template <class N, int I>
 struct index_entry {
   static std::integral_constant<int, I> at(std::type_identity<N>*);
+  static std::type_identity<N> node(std::integral_constant<int, I>*);
 };
 template <class L, class Indices>
 struct index_table;
 template <class... T, int... I>
 struct index_table<boost::mp11::mp_list<T...>, std::integer_sequence<int, I...>> : index_entry<T, I>... {
   using index_entry<T, I>::at...;
+  using index_entry<T, I>::node...;
   static std::integral_constant<int, int(sizeof...(T))> at(...);
 };
 template <class L>
@@ -107,6 +137,11 @@ using index_of = index_table<L, std::make_integer_sequence<int, int(boost::mp11:
 /// as `node_index<L, N>::value` (a type, not a variable template: see position_in).
 template <class L, class N>
 using node_index = decltype(detail::index_of<L>::at(static_cast<std::type_identity<N>*>(nullptr)));
+
+/// Node type at position I of the list L of distinct nodes: mp_at_c for a program's nodes.
+template <class L, std::size_t I>
+using node_at =
+    typename decltype(detail::index_of<L>::node(static_cast<std::integral_constant<int, int(I)>*>(nullptr)))::type;
 
 /// One row of the flat graph table.
 struct node_info {

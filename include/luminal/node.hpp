@@ -49,16 +49,26 @@ concept expression = __is_base_of(node_base, std::remove_cvref_t<T>);
 /// size 2^d. GCC and Clang share the tree; nvcc's device front end (cicc) walks the
 /// arguments of a template-id, and paid 4x per layer of a gradient graph (README, "Compile
 /// time under nvcc"). A nested class is a name: using it as an argument walks no further.
+namespace detail {
+/// F<T...> for an alias template F that declares a fixed number of parameters: a pack
+/// cannot be expanded into such an alias directly (a class template's member can).
+/// mp11's mp_invoke_q<mp_quote<F>, T...> does the same, through several more class
+/// templates per use, and every node type uses it twice.
+template <template <class...> class F, class... T>
+struct apply_alias {
+  using type = F<T...>;
+};
+}  // namespace detail
+
 template <class Op, class... Children>
 struct node_of {
-  using node_shape = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template shape>, typename Children::shape...>;
+  using node_shape = typename detail::apply_alias<Op::template shape, typename Children::shape...>::type;
   struct type : shaped<exact_string<node_shape::text>> {
     using op = Op;
     using children = boost::mp11::mp_list<Children...>;
-    // mp_quote lets an op declare `template <class T, class U> using value_type` and
-    // still receive the children's types as a pack.
-    using value_type = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<Op::template value_type>,
-                                                typename Children::value_type...>;
+    // An op may declare `template <class T, class U> using value_type` and still
+    // receive the children's types as a pack.
+    using value_type = typename detail::apply_alias<Op::template value_type, typename Children::value_type...>::type;
     using shape = node_shape;
     static constexpr op_kind kind = Op::kind;
   };

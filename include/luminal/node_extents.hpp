@@ -28,26 +28,41 @@ struct extents_row<N> {
 template <class N>
 using extents_row_t = typename extents_row<N>::type;
 
-template <class Rows, class... N>
-constexpr std::array<int, sizeof...(N)> extents_row_indices(boost::mp11::mp_list<N...>) {
-  return {int(boost::mp11::mp_find<Rows, extents_row_t<N>>::value)...};
-}
-
 template <std::size_t MaxRank>
 struct extents_row_dims {
   std::array<Dim, MaxRank> dims{};
   int rank = 0;
 };
-template <std::size_t MaxRank, class... S>
-constexpr std::array<extents_row_dims<MaxRank>, sizeof...(S)> extents_rows(boost::mp11::mp_list<S...>) {
-  std::array<extents_row_dims<MaxRank>, sizeof...(S)> rows{};
-  std::size_t r = 0;
+/// The program's distinct extents rows, and each node's row. Rows are compared as data
+/// (not as shape types through mp_unique, which instantiates several class templates per
+/// node and row on GCC).
+template <std::size_t MaxRank, std::size_t Nodes>
+struct extents_table {
+  std::array<extents_row_dims<MaxRank>, Nodes> rows{};
+  std::array<int, Nodes> row_of{};
+  std::size_t row_count = 0;
+};
+template <std::size_t MaxRank, class... N>
+constexpr extents_table<MaxRank, sizeof...(N)> make_extents_table(boost::mp11::mp_list<N...>) {
+  extents_table<MaxRank, sizeof...(N)> table{};
+  std::size_t node = 0;
   auto add = [&](const auto& dims) {
-    for (std::size_t k = 0; k < dims.size(); ++k) rows[r].dims[k] = dims[k];
-    rows[r++].rank = int(dims.size());
+    std::size_t r = 0;
+    for (; r < table.row_count; ++r) {
+      const extents_row_dims<MaxRank>& row = table.rows[r];
+      bool same = row.rank == int(dims.size());
+      for (std::size_t k = 0; same && k < dims.size(); ++k) same = row.dims[k] == dims[k];
+      if (same) break;
+    }
+    if (r == table.row_count) {
+      for (std::size_t k = 0; k < dims.size(); ++k) table.rows[r].dims[k] = dims[k];
+      table.rows[r].rank = int(dims.size());
+      ++table.row_count;
+    }
+    table.row_of[node++] = int(r);
   };
-  (add(S::dims), ...);
-  return rows;
+  (add(extents_row_t<N>::dims), ...);
+  return table;
 }
 
 #ifdef __CUDACC__
@@ -58,7 +73,7 @@ template <class Nodes, std::size_t MaxRank>
 struct node_extents {
   static void resolve_all(const symbol_values& symbols, index_t* dims) {
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<Nodes>::value>>([&](auto I) {
-      using N = boost::mp11::mp_at_c<Nodes, I>;
+      using N = node_at<Nodes, I>;
       index_t* row = dims + I * MaxRank;
       for (std::size_t k = 0; k < N::shape::rank; ++k) row[k] = resolve(N::shape::dims[k], symbols);
       if constexpr (N::kind == op_kind::extent) row[0] = resolve(N::dim, symbols);
@@ -68,10 +83,10 @@ struct node_extents {
 #else
 template <class Nodes, std::size_t MaxRank>
 struct node_extents {
-  using rows = boost::mp11::mp_unique<boost::mp11::mp_transform<extents_row_t, Nodes>>;
-  static constexpr std::size_t row_count = boost::mp11::mp_size<rows>::value;
-  static constexpr auto row_of = extents_row_indices<rows>(Nodes{});
-  static constexpr auto row_dims = extents_rows<MaxRank>(rows{});
+  static constexpr auto table = make_extents_table<MaxRank>(Nodes{});
+  static constexpr std::size_t row_count = table.row_count;
+  static constexpr const auto& row_of = table.row_of;
+  static constexpr const auto& row_dims = table.rows;
 
   /// Writes node i's extents for the symbol values to dims[i * MaxRank ...]; throws
   /// std::invalid_argument naming a symbol that has no value.

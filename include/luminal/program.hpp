@@ -40,7 +40,7 @@ class program {
   static constexpr std::size_t node_count = layout::node_count;
   static constexpr std::size_t max_rank = layout::max_rank;
   static constexpr auto plan = layout::plan;
-  using leaves = boost::mp11::mp_filter<is_leaf_node, nodes>;
+  using leaves = filter_nodes<is_leaf_node, nodes>;
   static constexpr std::size_t leaf_count = boost::mp11::mp_size<leaves>::value;
   template <std::size_t I>
   using output_node = boost::mp11::mp_at_c<boost::mp11::mp_list<Outputs...>, I>;
@@ -416,7 +416,7 @@ class program {
     if constexpr (group_end >= 0) {
       auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if constexpr (group_end > K + 1) runner.template run_fused<K, group_end>();
-      else runner.template run<boost::mp11::mp_at_c<nodes, plan.kernels[K]>>();
+      else runner.template run<node_at<nodes, plan.kernels[K]>>();
       if constexpr (exchanges)
         if (exchange_.pending > 0) exchange_.comm->progress();  // sums in flight advance between kernels
       if (profiling_) {

@@ -100,7 +100,7 @@ struct tangent_of;
 
 template <class Pass, int I, int K>
 struct tangent_contribution {
-  using N = boost::mp11::mp_at_c<typename Pass::nodes, I>;
+  using N = node_at<typename Pass::nodes, I>;
   using Tc = typename tangent_of<Pass, Pass::table[I].children[K]>::type;
   static constexpr auto get() {
     if constexpr (std::is_same_v<Tc, no_gradient>) {
@@ -145,7 +145,7 @@ constexpr auto operator+(tangent_sum<E> acc, T t) {
 
 template <class Pass, int I, std::size_t... K>
 constexpr auto summed_tangents(std::index_sequence<K...>) {
-  using N = boost::mp11::mp_at_c<typename Pass::nodes, I>;
+  using N = node_at<typename Pass::nodes, I>;
   if constexpr (custom_jvp_node<N>) {
     auto t = custom_tangent<Pass, N>(typename N::op::functor::inputs{});
     static_assert(std::is_same_v<shape_t<decltype(t)>, shape_t<N>>,

@@ -30,6 +30,12 @@ inline constexpr auto add_cotangents = [](auto a, auto b) {
 struct edge {
   int parent = -1, position = -1;
 };
+/// Every node's consumers in one table: node I's are list[start[I]] to list[start[I + 1]).
+template <std::size_t Nodes, std::size_t Edges>
+struct consumer_table {
+  std::array<int, Nodes + 1> start{};
+  std::array<edge, Edges + 1> list{};
+};
 
 /// The children a node passes cotangents to: its children, or a custom op's inputs.
 inline constexpr int max_custom_inputs = 8;
@@ -81,15 +87,16 @@ template <class Pass, int I>
 struct cotangent_of {
   using type = typename std::conditional_t<
       I == Pass::output_id, std::type_identity<typename Pass::seed>,
-      summed_contributions<Pass, I, std::make_index_sequence<Pass::template consumers<I>.second>>>::type;
+      summed_contributions<Pass, I,
+                           std::make_index_sequence<Pass::consumers.start[I + 1] - Pass::consumers.start[I]>>>::type;
 };
 
 template <class Pass, int I, std::size_t... E>
 struct summed_contributions<Pass, I, std::index_sequence<E...>> {
   using type = decltype(Pass::fold(
       no_gradient{},
-      typename contribution_of<Pass, I, Pass::template consumers<I>.first[E].parent,
-                               Pass::template consumers<I>.first[E].position>::type{}...));
+      typename contribution_of<Pass, I, Pass::consumers.list[Pass::consumers.start[I] + E].parent,
+                               Pass::consumers.list[Pass::consumers.start[I] + E].position>::type{}...));
 };
 
 /// The cotangent a custom op's rule gives input K.
@@ -102,16 +109,20 @@ constexpr auto custom_cotangent(G g, boost::mp11::mp_list<X...>) {
   return std::get<K>(all);
 }
 
+/// The cotangent that Parent's rule gives its child at Position.
+template <int Position, class Parent, class G>
+constexpr auto rule_cotangent(G g) {
+  if constexpr (custom_vjp_node<Parent>)
+    return custom_cotangent<Position, Parent>(g, typename Parent::op::functor::inputs{});
+  else return vjp<typename Parent::op>::template rule<Position, Parent>(g);
+}
+
 template <int Position, class Parent, class Child, class G>
 constexpr auto apply_rule(G g) {
   if constexpr (std::is_same_v<G, no_gradient>) {
     return no_gradient{};
   } else {
-    auto c = [&] {
-      if constexpr (custom_vjp_node<Parent>)
-        return custom_cotangent<Position, Parent>(g, typename Parent::op::functor::inputs{});
-      else return vjp<typename Parent::op>::template rule<Position, Parent>(g);
-    }();
+    auto c = rule_cotangent<Position, Parent>(g);
     using C = decltype(c);
     if constexpr (!std::is_same_v<C, no_gradient>)
       static_assert(std::is_same_v<shape_t<C>, shape_t<Child>>,
@@ -122,8 +133,7 @@ constexpr auto apply_rule(G g) {
 
 template <class Pass, int I, int Parent, int Position>
 struct contribution_of {
-  using type = decltype(apply_rule<Position, boost::mp11::mp_at_c<typename Pass::nodes, Parent>,
-                                   boost::mp11::mp_at_c<typename Pass::nodes, I>>(
+  using type = decltype(apply_rule<Position, node_at<typename Pass::nodes, Parent>, node_at<typename Pass::nodes, I>>(
       typename cotangent_of<Pass, Parent>::type{}));
 };
 }  // namespace detail
@@ -153,16 +163,20 @@ struct reverse_pass {
     return on_path;
   }();
 
-  /// The consumers of node I on the critical subgraph, with the child position I holds.
-  template <int I>
+  /// Each node's consumers on the critical subgraph, with the child position it holds
+  /// there, by ascending consumer: one table for the pass, not one search per node.
   static constexpr auto consumers = [] {
-    std::array<detail::edge, edge_count + 1> found{};
-    int count = 0;
+    detail::consumer_table<node_count, edge_count> table{};
+    for (std::size_t p = 0; p < node_count; ++p)
+      if (critical[p])
+        for (int k = 0; k < edges[p].count; ++k) ++table.start[std::size_t(edges[p].ids[k]) + 1];
+    for (std::size_t i = 0; i < node_count; ++i) table.start[i + 1] += table.start[i];
+    std::array<int, node_count + 1> next = table.start;
     for (std::size_t p = 0; p < node_count; ++p)
       if (critical[p])
         for (int k = 0; k < edges[p].count; ++k)
-          if (edges[p].ids[k] == I) found[count++] = {int(p), k};
-    return std::pair{found, count};
+          table.list[std::size_t(next[std::size_t(edges[p].ids[k])]++)] = {int(p), k};
+    return table;
   }();
 
   using seed = Seed;

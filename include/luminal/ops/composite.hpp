@@ -25,8 +25,11 @@ template <expression A, broadcasts_with<A> B> constexpr auto operator/(A a, B b)
 /// constant's value is part of the graph's type, so it is spelled `2.0_c` or `c<2.0>`, and
 /// a value to change between runs is an input of shape `shape<>`, bound by name.
 namespace detail {
+// A class is never a number: the cheap builtin test comes first, so that overload
+// resolution of every operator between two expressions does not instantiate
+// std::is_arithmetic and its helpers for each node type.
 template <class S>
-concept plain_number = std::is_arithmetic<std::remove_cvref_t<S>>::value;  // not _v: see `expression`
+concept plain_number = !__is_class(std::remove_cvref_t<S>) && std::is_arithmetic<std::remove_cvref_t<S>>::value;
 template <class S>
 constexpr void refuse_plain_number() {
   static_assert(error::always_false<sizeof(S)>,

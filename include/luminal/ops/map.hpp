@@ -18,7 +18,7 @@ struct Map {
   static constexpr std::string_view name = F::name;
   using functor = F;
   template <class... T>
-  using value_type = boost::mp11::mp_invoke_q<boost::mp11::mp_quote<F::template result>, T...>;
+  using value_type = typename detail::apply_alias<F::template result, T...>::type;
   template <class... S>
   using shape = boost::mp11::mp_first<boost::mp11::mp_list<S...>>;
 };
