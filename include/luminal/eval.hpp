@@ -127,7 +127,7 @@ struct evaluator {
     } else if constexpr (N::kind == op_kind::map) {
       return apply_map<Id, Unchecked>(ctx, c, typename N::children{});
     } else if constexpr (N::kind == op_kind::view) {
-      constexpr int C = flat::detail::first(typename N::children{});
+      constexpr int C = flat::detail::first_child<typename N::children>::value;
       if constexpr (detail::broadcasts_one_element<P, Id>::value) {
         return at<C>(ctx, {});
       } else if constexpr (requires { N::op::is_reshape; } && detail::evaluates_flat<P, C>::value) {
@@ -141,8 +141,8 @@ struct evaluator {
         return at<C, false, Unchecked>(ctx, cc);
       }
     } else if constexpr (N::kind == op_kind::gather) {
-      constexpr int Table = flat::detail::first(typename N::children{});
-      constexpr int Index = flat::detail::second(typename N::children{});
+      constexpr int Table = flat::detail::first_child<typename N::children>::value;
+      constexpr int Index = flat::detail::second_child<typename N::children>::value;
       constexpr std::size_t index_rank = node_t<Index>::rank, table_rank = node_t<Table>::rank;
       coords<Index> ic{};
       for (std::size_t k = 0; k < index_rank; ++k) ic[k] = c[k];
@@ -174,7 +174,7 @@ struct evaluator {
     } else if constexpr (N::kind == op_kind::map) {
       return apply_map_flat<Id>(ctx, i, typename N::children{});
     } else if constexpr (N::kind == op_kind::view) {
-      constexpr int C = flat::detail::first(typename N::children{});
+      constexpr int C = flat::detail::first_child<typename N::children>::value;
       if constexpr (detail::broadcasts_one_element<P, Id>::value) return at<C>(ctx, {});  // a broadcast scalar
       else return at_flat<C>(ctx, i);                             // a reshape
     } else {
@@ -194,10 +194,10 @@ struct evaluator {
   /// reads its input there, and every other read merges `fine` back into Id's coordinates
   /// by multiply-adds, or needs none. No coordinate is divided.
   template <int Id, bool Root, int Split>
-  LUMINAL_HD static value_type<Id> at_split(const kernel_context& ctx,
-                                            const coords<flat::detail::first(typename node_t<Split>::children{})>& fine) {
+  LUMINAL_HD static value_type<Id> at_split(
+      const kernel_context& ctx, const coords<flat::detail::first_child<typename node_t<Split>::children>::value>& fine) {
     using N = node_t<Id>;
-    constexpr int Fine = flat::detail::first(typename node_t<Split>::children{});
+    constexpr int Fine = flat::detail::first_child<typename node_t<Split>::children>::value;
     if constexpr (Id == Split) {
       return at<Fine>(ctx, fine);
     } else if constexpr (N::kind == op_kind::map && detail::leads_to<P, Id, Split, Root>::value) {
@@ -213,7 +213,7 @@ struct evaluator {
   }
   template <int C, int Split, class F>
   LUMINAL_HD static value_type<C> split_child(const kernel_context& ctx, const F& fine) {
-    constexpr int Fine = flat::detail::first(typename node_t<Split>::children{});
+    constexpr int Fine = flat::detail::first_child<typename node_t<Split>::children>::value;
     if constexpr (detail::leads_to<P, C, Split>::value) return at_split<C, false, Split>(ctx, fine);
     else if constexpr (detail::coordinate_free<P, C>::value) return at<C>(ctx, {});
     else return at<C>(ctx, node_t<Split>::op::template from_child<node_t<C>::rank>(fine, dims<Fine>(ctx)));
@@ -228,7 +228,7 @@ struct evaluator {
     } else if constexpr (N::kind == op_kind::map) {
       return inside_children<Id>(ctx, c, typename N::children{});
     } else {
-      constexpr int C = flat::detail::first(typename N::children{});
+      constexpr int C = flat::detail::first_child<typename N::children>::value;
       auto child_dims = dims<C>(ctx);
       coords<C> cc = N::op::to_child(c, dims<Id>(ctx), child_dims);
       if constexpr (requires { N::op::pad_value; }) {

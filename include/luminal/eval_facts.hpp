@@ -23,9 +23,7 @@ using flat_node_t = node_at<typename P::nodes, Id>;
 
 /// The first child's id (views, gathers); a node without children has none to ask for.
 template <class Children>
-struct first_child_of;
-template <int First, int... Rest>
-struct first_child_of<std::integer_sequence<int, First, Rest...>> : std::integral_constant<int, First> {};
+using first_child_of = flat::detail::first_child<Children>;
 
 /// The node of P that is node N's first child.
 template <class P, class N>

@@ -90,10 +90,15 @@ using node_of = node<N::kind, typename decltype(op_of<N>())::type, typename N::v
 template <class L, std::size_t... I>
 auto program_of(std::index_sequence<I...>) -> program<L::max_rank, node_of<L, I>...>;
 
+/// The first and the second of a flat node's child ids.
+template <class Children>
+struct first_child;
 template <int First, int... Rest>
-constexpr int first(std::integer_sequence<int, First, Rest...>) { return First; }
+struct first_child<std::integer_sequence<int, First, Rest...>> : std::integral_constant<int, First> {};
+template <class Children>
+struct second_child;
 template <int First, int Second, int... Rest>
-constexpr int second(std::integer_sequence<int, First, Second, Rest...>) { return Second; }
+struct second_child<std::integer_sequence<int, First, Second, Rest...>> : std::integral_constant<int, Second> {};
 }  // namespace detail
 
 /// The flat copy of a program_layout's graph, spelled out.

@@ -248,7 +248,7 @@ struct reduce_kernel {
   using T = typename eval::template value_type<Id>;
   using F = typename N::op::functor;
   using value_type = T;
-  static constexpr int child = flat::detail::first(typename N::children{});
+  static constexpr int child = flat::detail::first_child<typename N::children>::value;
   static constexpr std::size_t rank = N::rank;
   static constexpr std::size_t axis = std::size_t(N::op::axis);
   static constexpr std::size_t row = detail::row_axis(typename N::static_extents{});
