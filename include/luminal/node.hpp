@@ -40,15 +40,6 @@ template <class T>
 // once per node type, and a node type's name spells its whole subgraph.
 concept expression = __is_base_of(node_base, std::remove_cvref_t<T>);
 
-/// A computed node: `Op` is a small functor/trait type, the children are node types.
-/// One generic node for every op, as in xtensor's xfunction.
-///
-/// The node is the class nested in `node_of<Op, Children...>` rather than the
-/// specialization itself. A graph that reuses a value (a residual, `x` in `x * tanh(x)`)
-/// spells that value's type once per use, so a depth-d chain of reuses has a type tree of
-/// size 2^d. GCC and Clang share the tree; nvcc's device front end (cicc) walks the
-/// arguments of a template-id, and paid 4x per layer of a gradient graph (README, "Compile
-/// time under nvcc"). A nested class is a name: using it as an argument walks no further.
 namespace detail {
 /// F<T...> for an alias template F that declares a fixed number of parameters: a pack
 /// cannot be expanded into such an alias directly (a class template's member can).
@@ -60,6 +51,15 @@ struct apply_alias {
 };
 }  // namespace detail
 
+/// A computed node: `Op` is a small functor/trait type, the children are node types.
+/// One generic node for every op, as in xtensor's xfunction.
+///
+/// The node is the class nested in `node_of<Op, Children...>` rather than the
+/// specialization itself. A graph that reuses a value (a residual, `x` in `x * tanh(x)`)
+/// spells that value's type once per use, so a depth-d chain of reuses has a type tree of
+/// size 2^d. GCC and Clang share the tree; nvcc's device front end (cicc) walks the
+/// arguments of a template-id, and paid 4x per layer of a gradient graph (README, "Compile
+/// time under nvcc"). A nested class is a name: using it as an argument walks no further.
 template <class Op, class... Children>
 struct node_of {
   using node_shape = typename detail::apply_alias<Op::template shape, typename Children::shape...>::type;

@@ -27,7 +27,8 @@ template <expression A, broadcasts_with<A> B> constexpr auto operator/(A a, B b)
 namespace detail {
 // A class is never a number: the cheap builtin test comes first, so that overload
 // resolution of every operator between two expressions does not instantiate
-// std::is_arithmetic and its helpers for each node type.
+// std::is_arithmetic and its helpers for each node type. Not is_arithmetic_v: a variable
+// template is a symbol GCC mangles once per type (see `expression`).
 template <class S>
 concept plain_number = !__is_class(std::remove_cvref_t<S>) && std::is_arithmetic<std::remove_cvref_t<S>>::value;
 template <class S>
