@@ -21,13 +21,10 @@ namespace luminal::detail {
 template <class P, int Id>
 using flat_node_t = node_at<typename P::nodes, Id>;
 
-/// The first child's id (views, gathers); a node without children has none to ask for.
-template <class Children>
-using first_child_of = flat::detail::first_child<Children>;
-
-/// The node of P that is node N's first child.
+/// The node of P that is node N's first child (views, gathers; flat::detail::first_child
+/// gives its id).
 template <class P, class N>
-using first_child_node = flat_node_t<P, first_child_of<typename N::children>::value>;
+using first_child_node = flat_node_t<P, flat::detail::first_child<typename N::children>::value>;
 
 /// Whether every extent is statically 1 (true for rank 0).
 template <class Extents>
@@ -64,7 +61,7 @@ template <class P, int Id, bool Root, class N>
 struct evaluates_flat<P, Id, Root, N, 2>
     : std::conditional_t<broadcasts_one_element<P, Id>::value, std::true_type,
                          std::conditional_t<requires { N::op::is_reshape; },
-                                            evaluates_flat<P, first_child_of<typename N::children>::value>,
+                                            evaluates_flat<P, flat::detail::first_child<typename N::children>::value>,
                                             std::false_type>> {};
 
 /// Whether node Id has one value everywhere, read without coordinates: a constant, an
@@ -102,7 +99,7 @@ struct reads_padding<P, Id, Root, N, 1> : any_reads_padding<P, typename N::child
 template <class P, int Id, bool Root, class N>
 struct reads_padding<P, Id, Root, N, 2>
     : std::conditional_t<requires { N::op::pad_value; }, std::true_type,
-                         reads_padding<P, first_child_of<typename N::children>::value>> {};
+                         reads_padding<P, flat::detail::first_child<typename N::children>::value>> {};
 
 /// Whether, along a row of the loop nest (one coordinate of node Id advancing by one),
 /// each pad's test is of a coordinate that moves monotonically: then the elements inside
@@ -125,7 +122,7 @@ struct pads_monotone<P, Id, Root, N, 1> : all_pads_monotone<P, typename N::child
 template <class P, int Id, bool Root, class N>
 struct pads_monotone<P, Id, Root, N, 2>
     : std::conditional_t<requires { N::op::is_reshape; }, std::false_type,
-                         pads_monotone<P, first_child_of<typename N::children>::value>> {};
+                         pads_monotone<P, flat::detail::first_child<typename N::children>::value>> {};
 
 /// Whether node Id leads to node Split through maps computed in the kernel.
 template <class P, int Id, int Split, bool Root = false, class N = flat_node_t<P, Id>,

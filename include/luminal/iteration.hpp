@@ -58,7 +58,7 @@ template <class P, int Id, class N = flat_node_t<P, Id>,
           bool Peel = requires { N::op::is_reshape; } && peelable<P, Id>::value>
 struct past_reshapes : std::integral_constant<int, Id> {};
 template <class P, int Id, class N>
-struct past_reshapes<P, Id, N, true> : past_reshapes<P, first_child_of<typename N::children>::value> {};
+struct past_reshapes<P, Id, N, true> : past_reshapes<P, flat::detail::first_child<typename N::children>::value> {};
 
 /// Whether rows of `inner` elements are shorter than rows of `outer` (both static).
 constexpr bool rows_shorten(index_t inner, index_t outer) { return inner >= 0 && outer >= 0 && inner < outer; }
@@ -152,7 +152,7 @@ struct merge_under<P, It, N, X, 2>
 
 /// Node Id's first child, or -1 for Id = -1.
 template <class P, int Id>
-struct first_child_at : first_child_of<typename flat_node_t<P, Id>::children> {};
+struct first_child_at : flat::detail::first_child<typename flat_node_t<P, Id>::children> {};
 template <class P>
 struct first_child_at<P, -1> : std::integral_constant<int, -1> {};
 /// The reshape under a kernel's map that loops over node It, if any (split_under, then

@@ -84,7 +84,8 @@ struct kernel_runner {
       constexpr std::uint64_t local = detail::kernel_groups<Layout>::local_mask(First);
       using body = fused_kernels<flat_program, local, segment_ends, Layout::plan.kernels[First + int(K)]...>;
       // Segment S starts at member ends[S - 1] (0 for the first).
-      const index_t counts[] = {count_of<node_at<typename Layout::nodes, Layout::plan.kernels[First + (S == 0 ? 0 : ends[S - 1])]>>()...};
+      const index_t counts[] = {
+          count_of<node_at<typename Layout::nodes, Layout::plan.kernels[First + (S == 0 ? 0 : ends[S - 1])]>>()...};
       index_t total = 0;
       for (index_t c : counts) total += c;
       backend.parallel_for(total, body{ctx, {counts[S]...}});

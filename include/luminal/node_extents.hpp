@@ -85,18 +85,18 @@ template <class Nodes, std::size_t MaxRank>
 struct node_extents {
   static constexpr auto table = make_extents_table<MaxRank>(Nodes{});
   static constexpr std::size_t row_count = table.row_count;
-  static constexpr const auto& row_of = table.row_of;
-  static constexpr const auto& row_dims = table.rows;
 
   /// Writes node i's extents for the symbol values to dims[i * MaxRank ...]; throws
   /// std::invalid_argument naming a symbol that has no value.
   static void resolve_all(const symbol_values& symbols, index_t* dims) {
     std::array<index_t, row_count * MaxRank> values{};
     for (std::size_t r = 0; r < row_count; ++r)
-      for (int k = 0; k < row_dims[r].rank; ++k) values[r * MaxRank + std::size_t(k)] = resolve(row_dims[r].dims[std::size_t(k)], symbols);
-    for (std::size_t i = 0; i < row_of.size(); ++i) {
-      const std::size_t r = std::size_t(row_of[i]);
-      for (int k = 0; k < row_dims[r].rank; ++k) dims[i * MaxRank + std::size_t(k)] = values[r * MaxRank + std::size_t(k)];
+      for (int k = 0; k < table.rows[r].rank; ++k)
+        values[r * MaxRank + std::size_t(k)] = resolve(table.rows[r].dims[std::size_t(k)], symbols);
+    for (std::size_t i = 0; i < table.row_of.size(); ++i) {
+      const std::size_t r = std::size_t(table.row_of[i]);
+      for (int k = 0; k < table.rows[r].rank; ++k)
+        dims[i * MaxRank + std::size_t(k)] = values[r * MaxRank + std::size_t(k)];
     }
   }
 };
