@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <luminal/nn.hpp>
+#include <luminal/backends/host.hpp>
 
 namespace bench {
 

@@ -17,7 +17,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <luminal/grad/parameter_optimizer.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn/gpt.hpp>
 #include <random>
 #include <string>

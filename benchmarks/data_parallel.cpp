@@ -26,10 +26,11 @@
 #include <filesystem>
 #include <iostream>
 #include <luminal/distributed/mpi.hpp>
-#include <luminal/grad/parameter_optimizer.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
 #include <luminal/nn.hpp>
 #include <luminal/nn/gpt.hpp>
-#include <luminal/train.hpp>
+#include <luminal/train/train.hpp>
 #include <map>
 #include <random>
 #include <sstream>

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 #include <map>
 #include <string>
 #include <vector>

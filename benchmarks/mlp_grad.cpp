@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <iostream>
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 #include <random>
 
 #include "bench_common.hpp"

@@ -5,7 +5,8 @@
 //     ./build/benchmarks/model_a            # prints the loss every 5 steps
 #include <cstdio>
 #include <luminal/nn.hpp>
-#include <luminal/train.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/train/train.hpp>
 #include <random>
 
 using namespace luminal;

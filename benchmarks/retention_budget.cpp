@@ -18,7 +18,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <luminal/train.hpp>
+#include <luminal/train/train.hpp>
+#include <luminal/backends/host.hpp>
 #include <random>
 #include <stdexcept>
 #include <string>

@@ -16,8 +16,9 @@
 #include <cstdio>
 #include <cstring>
 #include <luminal/nn.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn/attention.hpp>
-#include <luminal/train.hpp>
+#include <luminal/train/train.hpp>
 #include <random>
 
 #include "bench_models.hpp"

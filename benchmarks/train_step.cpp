@@ -36,7 +36,8 @@
 #include <cstdio>
 #include <iostream>
 #include <luminal/nn.hpp>
-#include <luminal/train.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/train/train.hpp>
 #include <random>
 #include <string>
 #include <vector>

@@ -24,7 +24,8 @@
 #include <fstream>
 #include <iostream>
 #include <luminal/distributed/data_parallel.hpp>
-#include <luminal/grad/parameter_optimizer.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
 #include <luminal/nn/gpt.hpp>
 #include <numbers>
 #include <random>

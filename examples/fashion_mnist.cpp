@@ -26,9 +26,10 @@
 #include <fstream>
 #include <iostream>
 #include <luminal/data/idx.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn.hpp>
 #include <luminal/distributed/data_parallel.hpp>
-#include <luminal/train.hpp>
+#include <luminal/train/train.hpp>
 #ifdef LUMINAL_EXAMPLE_MPI
 #include <luminal/distributed/mpi.hpp>
 #endif

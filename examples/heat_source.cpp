@@ -14,8 +14,9 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <luminal/grad/parameter_optimizer.hpp>
-#include <luminal/tape.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/tape/tape.hpp>
 #include <sstream>
 #include <string>
 

@@ -28,8 +28,9 @@
 #include <fstream>
 #include <iostream>
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn.hpp>
-#include <luminal/train.hpp>
+#include <luminal/train/train.hpp>
 #include <numbers>
 #include <optional>
 #include <random>

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 #include <xtensor/xio.hpp>
 #include <xtensor/xrandom.hpp>
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn/bert.hpp>
 #include <luminal/text/wordpiece.hpp>
 

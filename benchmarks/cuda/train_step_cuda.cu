@@ -19,8 +19,9 @@
 #include <cstdio>
 #include <cstring>
 #include <luminal/backends/cuda.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn.hpp>
-#include <luminal/train.hpp>
+#include <luminal/train/train.hpp>
 #include <random>
 #include <string>
 #include <vector>

@@ -1,5 +1,6 @@
 // expect: axis is out of range for this shape.*\(Batch, 3\)
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 using namespace luminal;
 constexpr Dim Batch{"Batch"};
 int main() {

@@ -1,5 +1,6 @@
 // expect: permute needs each axis exactly once.*\(2, 3, 4\).*order \(0, 0, 1\)
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 using namespace luminal;
 constexpr Dim Batch{"Batch"};
 int main() {

@@ -1,5 +1,6 @@
 // expect: both operands must have the same element type.*f32.*f64
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 using namespace luminal;
 constexpr Dim Batch{"Batch"};
 int main() {

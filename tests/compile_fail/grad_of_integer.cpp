@@ -1,5 +1,6 @@
 // expect: a gradient exists only with respect to f32 or f64 leaves.*ids.*i32
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 using namespace luminal;
 constexpr Dim Batch{"Batch"};
 int main() {

@@ -5,7 +5,8 @@
 // the error is one sentence at this file's line, with the shape and the module's size,
 // however deep the graph that feeds the layer.
 #include <luminal/nn.hpp>
-#include <luminal/train.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/train/train.hpp>
 using namespace luminal;
 constexpr Dim Batch{"Batch"};
 int main() {

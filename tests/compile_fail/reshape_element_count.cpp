@@ -1,6 +1,7 @@
 // expect: reshape_must_keep_the_number_of_elements<.*\(Batch, 2, 3\).*\(Batch, 5\)
 // at most 20 lines of at most 400 characters
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 using namespace luminal;
 constexpr Dim Batch{"Batch"};
 int main() {

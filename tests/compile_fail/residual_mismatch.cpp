@@ -3,6 +3,7 @@
 // A residual connection deep in a model that adds two widths: one error at this line
 // naming both shapes, not the operands' types (each spells the whole graph under it).
 #include <luminal/nn.hpp>
+#include <luminal/backends/host.hpp>
 using namespace luminal;
 constexpr Dim Batch{"Batch"};
 int main() {

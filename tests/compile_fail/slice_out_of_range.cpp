@@ -1,5 +1,6 @@
 // expect: slice bounds must satisfy.*\(2, 7\)
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 using namespace luminal;
 constexpr Dim Batch{"Batch"};
 int main() {

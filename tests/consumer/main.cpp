@@ -1,4 +1,5 @@
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 #include <xtensor/xarray.hpp>
 #include <iostream>
 using namespace luminal;

@@ -2,6 +2,7 @@
 // when luminal was built with CUDA). Without a GPU it has been compiled and linked, which
 // is what the test can check; with one it also runs a program on the device.
 #include <luminal/backends/cuda.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/luminal.hpp>
 #include <xtensor/xarray.hpp>
 #include <iostream>

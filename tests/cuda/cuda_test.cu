@@ -4,7 +4,8 @@
 // luminal_cuda_tests, which skips (exit 77) without a GPU.
 #include "test_support.hpp"
 
-#include <luminal/parameter_store.hpp>
+#include <luminal/runtime/parameter_store.hpp>
+#include <luminal/backends/host.hpp>
 #include <map>
 #include <stdlib.h>
 

@@ -3,6 +3,7 @@
 // spells exactly (exp's log2(e), 0.1, GELU's sqrt(2 / pi)) and a pad of 0.1, so the check
 // sees how nvcc writes them into the host code it generates.
 #include <luminal/backends/cuda.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/luminal.hpp>
 
 using namespace luminal;

@@ -5,6 +5,7 @@
 #include "test_support.hpp"
 
 #include <luminal/nn.hpp>
+#include <luminal/backends/host.hpp>
 
 using namespace luminal;
 

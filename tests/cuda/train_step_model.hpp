@@ -11,7 +11,8 @@
 #include <xtensor/xarray.hpp>
 
 #include <luminal/nn.hpp>
-#include <luminal/train.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/train/train.hpp>
 
 namespace test::train_step_model {
 

@@ -7,9 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <luminal/grad/parameter_optimizer.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn.hpp>
-#include <luminal/train.hpp>
+#include <luminal/train/train.hpp>
 
 #include "fuzz_input_file.hpp"
 

@@ -17,10 +17,11 @@
 #include <xtensor/xview.hpp>
 
 #include <luminal/distributed/mpi.hpp>
-#include <luminal/grad/parameter_optimizer.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
 #include <luminal/luminal.hpp>
-#include <luminal/tape.hpp>
-#include <luminal/train.hpp>
+#include <luminal/tape/tape.hpp>
+#include <luminal/train/train.hpp>
 
 using namespace luminal;
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <luminal/backends/cuda.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/distributed/nccl.hpp>
 
 #include "test_support.hpp"

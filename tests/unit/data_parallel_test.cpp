@@ -5,7 +5,8 @@
 // (tests/mpi/mpi_test.cpp runs it on two MPI ranks.)
 #include <algorithm>
 #include <cmath>
-#include <luminal/train.hpp>
+#include <luminal/train/train.hpp>
+#include <luminal/backends/host.hpp>
 #include <string>
 #include <vector>
 

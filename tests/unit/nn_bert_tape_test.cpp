@@ -10,7 +10,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include <luminal/grad/parameter_optimizer.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn/bert_tape.hpp>
 #include <luminal/text/wordpiece.hpp>
 

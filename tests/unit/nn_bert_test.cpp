@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn/bert.hpp>
 #include <luminal/text/wordpiece.hpp>
 

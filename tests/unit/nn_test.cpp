@@ -7,6 +7,7 @@
 #include "test_support.hpp"
 
 #include <luminal/nn.hpp>
+#include <luminal/backends/host.hpp>
 #include <map>
 
 using namespace luminal;

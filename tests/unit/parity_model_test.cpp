@@ -3,7 +3,8 @@
 // PyTorch user would port it. Its loss and gradients, and three AdamW steps of
 // compile_train_step, against torch 2.x's (tests/fixtures/make_port_fixtures.py).
 #include <luminal/nn.hpp>
-#include <luminal/train.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/train/train.hpp>
 
 #include "grad_torch_fixtures.hpp"
 

@@ -5,6 +5,7 @@
 // held-out training script, is in parity_model_test.cpp.
 #include <limits>
 #include <luminal/nn/losses.hpp>
+#include <luminal/backends/host.hpp>
 #include <set>
 
 #include "grad_torch_fixtures.hpp"

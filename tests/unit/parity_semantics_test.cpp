@@ -5,6 +5,7 @@
 // elements whose first ones are the edge points: 0, clamp bounds, negative bases, halves.
 // The new ops and reductions are in parity_ops_test.cpp.
 #include <luminal/nn/activation.hpp>
+#include <luminal/backends/host.hpp>
 #include <set>
 
 #include "grad_torch_fixtures.hpp"

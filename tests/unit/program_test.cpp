@@ -4,7 +4,8 @@
 #include <cstdlib>
 #include <new>
 #include <luminal/io/tensor_store.hpp>
-#include <luminal/train_programs.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/train/train_programs.hpp>
 #include <xtensor/xmanipulation.hpp>
 
 #include "test_support.hpp"

@@ -1,7 +1,8 @@
 // The tape on every test backend: residual layers recorded as block calls (one parameter
 // set used twice) give the loss and gradients of the fully static compile.
 #include <luminal/nn.hpp>
-#include <luminal/tape.hpp>
+#include <luminal/backends/host.hpp>
+#include <luminal/tape/tape.hpp>
 
 #include "tape_support.hpp"
 

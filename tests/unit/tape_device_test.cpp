@@ -4,9 +4,10 @@
 // tensor_store. Without a GPU the device is simulated: host memory behind a backend that
 // declares it unreadable (so every path a GPU takes runs) and counts what is copied.
 // luminal_cuda_tests runs the same cases on luminal::cuda and luminal::cuda_graph.
-#include <luminal/grad/parameter_optimizer.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn.hpp>
-#include <luminal/tape.hpp>
+#include <luminal/tape/tape.hpp>
 
 #include "tape_support.hpp"
 

@@ -3,6 +3,7 @@
 // gradient program and the tape's blocks are each about a minute of compile time).
 #pragma once
 #include <luminal/nn.hpp>
+#include <luminal/backends/host.hpp>
 #include <luminal/nn/attention.hpp>
 #include <map>
 #include <string>

@@ -1,6 +1,7 @@
 // What the tape tests share: comparing a tape's gradients with a static program's.
 #pragma once
-#include <luminal/tape.hpp>
+#include <luminal/tape/tape.hpp>
+#include <luminal/backends/host.hpp>
 #include <map>
 #include <string>
 

@@ -4,10 +4,11 @@
 // The 2-layer GPT is in tape_gpt_test.cpp (a heavy translation unit of its own); the
 // comparison that runs on every backend (host, Kokkos, CUDA) in tape_backends_test.cpp.
 #include <luminal/nn.hpp>
+#include <luminal/backends/host.hpp>
 #include <xtensor/xview.hpp>
-#include <luminal/grad/parameter_optimizer.hpp>
-#include <luminal/tape.hpp>
-#include <luminal/train.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
+#include <luminal/tape/tape.hpp>
+#include <luminal/train/train.hpp>
 
 #include "tape_support.hpp"
 #include "test_support.hpp"

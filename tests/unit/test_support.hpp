@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <luminal/luminal.hpp>
+#include <luminal/backends/host.hpp>
 #include <random>
 #include <sstream>
 #include <tuple>

@@ -6,7 +6,8 @@
 #include <cstdio>
 #include <functional>
 #include <filesystem>
-#include <luminal/train.hpp>
+#include <luminal/train/train.hpp>
+#include <luminal/backends/host.hpp>
 
 #include "test_support.hpp"
 

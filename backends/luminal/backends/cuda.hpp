@@ -34,9 +34,9 @@
 #include <string>
 #include <vector>
 
-#include <luminal/backend.hpp>
+#include <luminal/core/backend.hpp>
 
-#include <luminal/kernels.hpp>
+#include <luminal/exec/kernels.hpp>
 
 #include "cuda_kernels.hpp"
 #include "cuda_launch_settings.hpp"

@@ -9,7 +9,7 @@
 
 #include <type_traits>
 
-#include <luminal/dtype.hpp>
+#include <luminal/core/dtype.hpp>
 
 namespace luminal::detail {
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <luminal/kernels.hpp>
+#include <luminal/exec/kernels.hpp>
 
 namespace luminal {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <new>
 
-#include <luminal/backend.hpp>
+#include <luminal/core/backend.hpp>
 
 #include "host_gemm.hpp"
 #include "thread_pool.hpp"

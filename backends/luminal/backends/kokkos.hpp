@@ -4,7 +4,7 @@
 #include <Kokkos_Core.hpp>
 #include <optional>
 
-#include <luminal/backend.hpp>
+#include <luminal/core/backend.hpp>
 
 namespace luminal {
 

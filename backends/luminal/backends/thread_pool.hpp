@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include <luminal/dtype.hpp>
+#include <luminal/core/dtype.hpp>
 
 namespace luminal {
 

@@ -22,7 +22,7 @@
 #include <vector>
 #include <xtensor/xarray.hpp>
 
-#include "../dtype.hpp"
+#include "../core/dtype.hpp"
 #include "idx_source.hpp"
 
 namespace luminal {

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "../gradient_listener.hpp"
+#include "../train/gradient_listener.hpp"
 #include "../io/tensor_store.hpp"
-#include "../parameter_store.hpp"
-#include "communicator.hpp"
+#include "../runtime/parameter_store.hpp"
+#include "../core/communicator.hpp"
 
 namespace luminal {
 

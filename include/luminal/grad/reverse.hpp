@@ -5,7 +5,7 @@
 #pragma once
 #include <tuple>
 
-#include "../graph.hpp"
+#include "../core/graph.hpp"
 #include "../ops/custom.hpp"
 #include "rules.hpp"
 

@@ -16,7 +16,7 @@
 #include <boost/mp11/algorithm.hpp>
 #include <xtensor/xarray.hpp>
 
-#include "../dtype.hpp"
+#include "../core/dtype.hpp"
 
 namespace luminal {
 

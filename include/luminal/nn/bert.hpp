@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "../io/safetensors.hpp"
-#include "../program.hpp"
+#include "../runtime/program.hpp"
 #include "attention.hpp"
 
 namespace luminal::nn {

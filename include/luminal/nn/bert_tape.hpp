@@ -14,7 +14,7 @@
 //     t.backward(loss);
 //     optimizer.step(bert.weights(), t.gradients());   // bert embeds with the new weights
 #pragma once
-#include "../tape.hpp"
+#include "../tape/tape.hpp"
 #include "bert.hpp"
 #include "losses.hpp"
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "../tape.hpp"
+#include "../tape/tape.hpp"
 #include "attention.hpp"
 #include "losses.hpp"
 

@@ -16,7 +16,8 @@
 #include <vector>
 
 #include "../io/tensor_store.hpp"
-#include "../luminal.hpp"
+#include "../grad/reverse.hpp"
+#include "../ops/all.hpp"
 #include "init.hpp"
 
 namespace luminal::nn {

@@ -19,8 +19,8 @@
 #include <cstring>
 #include <tuple>
 
-#include "../distributed/communicator.hpp"
-#include "../node.hpp"
+#include "../core/communicator.hpp"
+#include "../core/node.hpp"
 
 namespace luminal {
 

@@ -1,6 +1,6 @@
 // expand (broadcast_to): stretches extents of size 1 and prepends new axes. Views only.
 #pragma once
-#include "../errors.hpp"
+#include "../core/errors.hpp"
 #include "view.hpp"
 
 namespace luminal {

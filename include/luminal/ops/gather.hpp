@@ -1,6 +1,6 @@
 // gather: rows of a table picked by an integer index tensor (embedding lookup).
 #pragma once
-#include "../errors.hpp"
+#include "../core/errors.hpp"
 #include "view.hpp"
 
 namespace luminal {

@@ -1,6 +1,6 @@
 // iota: the index along one axis of a shape, computed, never stored.
 #pragma once
-#include "../errors.hpp"
+#include "../core/errors.hpp"
 #include "view.hpp"
 
 namespace luminal {

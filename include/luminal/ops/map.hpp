@@ -7,8 +7,8 @@
 #include <boost/mp11/list.hpp>
 #include <boost/mp11/utility.hpp>
 
-#include "../errors.hpp"
-#include "../node.hpp"
+#include "../core/errors.hpp"
+#include "../core/node.hpp"
 
 namespace luminal {
 

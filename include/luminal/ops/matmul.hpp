@@ -1,7 +1,7 @@
 // Batched matrix product: [..., M, K] x [..., K, N] -> [..., M, N]. The primitive needs
 // equal batch extents; `matmul` broadcasts batch axes with expand views first.
 #pragma once
-#include "../errors.hpp"
+#include "../core/errors.hpp"
 #include "expand.hpp"
 #include "permute.hpp"
 

@@ -1,6 +1,6 @@
 // permute / transpose: reorder axes. A view.
 #pragma once
-#include "../errors.hpp"
+#include "../core/errors.hpp"
 #include <boost/mp11/list.hpp>
 
 #include "view.hpp"

@@ -3,7 +3,7 @@
 #pragma once
 #include <limits>
 
-#include "../errors.hpp"
+#include "../core/errors.hpp"
 #include "reshape.hpp"
 #include "vector_math.hpp"
 

@@ -8,7 +8,7 @@
 #pragma once
 #include <initializer_list>
 
-#include "../errors.hpp"
+#include "../core/errors.hpp"
 #include "view.hpp"
 
 namespace luminal {

@@ -2,7 +2,7 @@
 #pragma once
 #include <bit>
 #include <cstdint>
-#include "../errors.hpp"
+#include "../core/errors.hpp"
 #include "view.hpp"
 
 namespace luminal {

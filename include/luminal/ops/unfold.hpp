@@ -6,7 +6,7 @@
 //
 // Convolutions and pooling are built from it (im2col): see nn/conv.hpp.
 #pragma once
-#include "../errors.hpp"
+#include "../core/errors.hpp"
 #include "view.hpp"
 
 namespace luminal {

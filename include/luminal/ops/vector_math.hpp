@@ -12,7 +12,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "../dtype.hpp"
+#include "../core/dtype.hpp"
 
 namespace luminal::detail {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <array>
 
-#include "../node.hpp"
+#include "../core/node.hpp"
 
 namespace luminal {
 

@@ -5,8 +5,8 @@
 #include <sstream>
 #include <string>
 
-#include "graph.hpp"
-#include "node_labels.hpp"
+#include "../core/graph.hpp"
+#include "../core/node_labels.hpp"
 
 namespace luminal {
 

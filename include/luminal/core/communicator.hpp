@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../dtype.hpp"
+#include "dtype.hpp"
 
 namespace luminal {
 

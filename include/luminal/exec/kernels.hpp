@@ -5,7 +5,7 @@
 #include <boost/mp11/algorithm.hpp>
 #include <cstdint>
 
-#include "distributed/communicator.hpp"
+#include "../core/communicator.hpp"
 #include "kernel_groups.hpp"
 
 namespace luminal {

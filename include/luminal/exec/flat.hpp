@@ -24,8 +24,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "graph.hpp"
-#include "ops/reshape.hpp"
+#include "../core/graph.hpp"
+#include "../ops/reshape.hpp"
 
 namespace luminal::flat {
 

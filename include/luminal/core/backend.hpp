@@ -27,6 +27,16 @@ struct chunk_body_archetype {
 ///    their results (issue order is run order), and to_host waits for what came before;
 ///  - gemm: row-major C = op(A) op(B) (alpha 1, beta 0) for f32 and f64;
 ///  - host_accessible: whether the host may read device pointers directly (zero-copy).
+/// Whether B is defined where it is used, not only declared: `host` is declared here, and
+/// defined by <luminal/backends/host.hpp>, which luminal.hpp does not include.
+template <class B>
+concept defined_backend = requires { sizeof(B); };
+
+/// The message of a program, store or tape whose backend is declared but not defined.
+#define LUMINAL_BACKEND_DEFINED_MESSAGE                                                                  \
+  "luminal: the backend is declared but not defined here; include its header: "                          \
+  "#include <luminal/backends/host.hpp> for the default (luminal.hpp includes no backend)"
+
 template <class B>
 concept backend = requires(B& b, const B& cb, void* p, const void* cp, std::size_t bytes, index_t n,
                            const float* fa, float* fc, const double* da, double* dc) {

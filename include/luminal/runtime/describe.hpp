@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "kernels.hpp"
-#include "node_labels.hpp"
+#include "../exec/kernels.hpp"
+#include "../core/node_labels.hpp"
 
 namespace luminal::detail {
 

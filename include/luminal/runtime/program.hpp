@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "arena.hpp"
-#include "backend.hpp"
+#include "../plan/arena.hpp"
+#include "../core/backend.hpp"
 #include "bindings.hpp"
 #include "describe.hpp"
 #include "dot.hpp"
-#include "eval.hpp"
-#include "exceptions.hpp"
-#include "kernels.hpp"
+#include "../exec/eval.hpp"
+#include "../core/exceptions.hpp"
+#include "../exec/kernels.hpp"
 #include "profile_report.hpp"
 
 namespace luminal {
@@ -33,6 +33,8 @@ using is_leaf_node = std::bool_constant<N::kind == op_kind::input>;
 ///     xt::xarray<float> out = prog.output<0>();
 template <class B, retention_policy Policy, expression... Outputs>
 class program {
+  static_assert(defined_backend<B>, LUMINAL_BACKEND_DEFINED_MESSAGE);
+
  public:
   using nodes = topo_nodes<Outputs...>;
   static constexpr std::array<int, sizeof...(Outputs)> output_ids{node_index<nodes, Outputs>::value...};
@@ -502,7 +504,8 @@ class program {
 template <class B = host, retention_policy Policy = retention_policy::store_all, expression... Outputs>
 auto compile(Outputs...) {
   static_assert(sizeof...(Outputs) > 0, "luminal: compile() needs at least one output");
-  static_assert(backend<B>, "luminal: compile<B>: B does not model the backend concept (see backend.hpp)");
+  static_assert(defined_backend<B>, LUMINAL_BACKEND_DEFINED_MESSAGE);
+  static_assert(!defined_backend<B> || backend<B>, "luminal: compile<B>: B does not model the backend concept (see backend.hpp)");
   return program<B, Policy, std::remove_cvref_t<Outputs>...>{};
 }
 

@@ -24,8 +24,9 @@
 
 #include "../io/safetensors.hpp"
 #include "../io/tensor_store.hpp"
-#include "../luminal.hpp"
-#include "../parameter_store.hpp"
+#include "../ops/all.hpp"
+#include "../runtime/program.hpp"
+#include "../runtime/parameter_store.hpp"
 #include "optimizers.hpp"
 
 namespace luminal {

@@ -8,8 +8,8 @@
 
 #include "eval.hpp"
 #include "iteration.hpp"
-#include "ops/map.hpp"
-#include "ops/vector_math.hpp"
+#include "../ops/map.hpp"
+#include "../ops/vector_math.hpp"
 namespace luminal {
 
 namespace detail {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "io/tensor_store.hpp"
+#include "../io/tensor_store.hpp"
 
 namespace luminal {
 

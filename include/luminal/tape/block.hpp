@@ -27,7 +27,9 @@
 #include <tuple>
 #include <vector>
 
-#include "luminal.hpp"
+#include "../grad/reverse.hpp"
+#include "../ops/all.hpp"
+#include "../runtime/program.hpp"
 
 namespace luminal {
 

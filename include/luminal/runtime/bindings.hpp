@@ -17,8 +17,8 @@
 #include <string>
 #include <string_view>
 
-#include "exceptions.hpp"
-#include "graph.hpp"
+#include "../core/exceptions.hpp"
+#include "../core/graph.hpp"
 
 namespace luminal::detail {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "arena.hpp"
-#include "exceptions.hpp"
+#include "../core/exceptions.hpp"
 #include "plan.hpp"
 
 namespace luminal {

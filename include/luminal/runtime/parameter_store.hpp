@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "io/tensor_store.hpp"
+#include "../io/tensor_store.hpp"
 #include "program.hpp"
 
 namespace luminal {
@@ -26,6 +26,7 @@ namespace luminal {
 /// checkpoints are: the store copies bytes to and from tensor_store without swapping.
 template <class B = host>
 class parameter_store {
+  static_assert(defined_backend<B>, LUMINAL_BACKEND_DEFINED_MESSAGE);
   static_assert(std::endian::native == std::endian::little, "luminal: parameter_store needs a little-endian machine");
 
  public:

@@ -44,9 +44,9 @@
 #include <vector>
 
 #include "block.hpp"
-#include "gradient_listener.hpp"
-#include "io/tensor_store.hpp"
-#include "parameter_store.hpp"
+#include "../train/gradient_listener.hpp"
+#include "../io/tensor_store.hpp"
+#include "../runtime/parameter_store.hpp"
 #include <xtensor/xbuilder.hpp>
 
 namespace luminal {

@@ -13,9 +13,9 @@
 
 #include "eval_facts.hpp"
 #include "flat.hpp"
-#include "node_extents.hpp"
-#include "ops/view.hpp"
-#include "rematerialize.hpp"
+#include "../core/node_extents.hpp"
+#include "../ops/view.hpp"
+#include "../plan/rematerialize.hpp"
 
 namespace luminal {
 

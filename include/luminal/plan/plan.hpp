@@ -5,7 +5,7 @@
 #pragma once
 #include <array>
 
-#include "graph.hpp"
+#include "../core/graph.hpp"
 
 namespace luminal {
 

@@ -27,12 +27,12 @@
 #include <limits>
 #include <tuple>
 
-#include "distributed/communicator.hpp"
-#include "grad/optimizers.hpp"
-#include "grad/reverse.hpp"
-#include "io/safetensors.hpp"
-#include "ops/exchange.hpp"
-#include "parameter_store.hpp"
+#include "../core/communicator.hpp"
+#include "optimizers.hpp"
+#include "../grad/reverse.hpp"
+#include "../io/safetensors.hpp"
+#include "../ops/exchange.hpp"
+#include "../runtime/parameter_store.hpp"
 #include "train_programs.hpp"
 
 namespace luminal {

@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "graph.hpp"
-#include "kernel_groups.hpp"
-#include "node.hpp"
+#include "../core/graph.hpp"
+#include "../exec/kernel_groups.hpp"
+#include "../core/node.hpp"
 
 namespace luminal::detail {
 
