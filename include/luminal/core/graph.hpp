@@ -277,6 +277,20 @@ constexpr auto make_table(boost::mp11::mp_list<N...>) {
   return std::array<node_info, sizeof...(N)>{
       make_info<signature_of<N>>(typename child_ids<L, typename N::children>::type{})...};
 }
+/// Whether node N's op sums over ranks (an exchange, ops/exchange.hpp): a program holding
+/// one needs a communicator.
+template <class N>
+constexpr bool op_needs_communicator() {
+  if constexpr (N::kind == op_kind::opaque) return requires { N::op::needs_communicator; };
+  else return false;
+}
+template <class L>
+struct any_needs_communicator;
+template <class... N>
+struct any_needs_communicator<boost::mp11::mp_list<N...>> : std::bool_constant<(op_needs_communicator<N>() || ...)> {};
+template <class L>
+inline constexpr bool needs_communicator = any_needs_communicator<L>::value;
+
 /// Whether a node table holds a node of this kind.
 template <std::size_t N>
 constexpr bool holds_kind(const std::array<node_info, N>& table, op_kind kind) {

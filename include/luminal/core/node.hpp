@@ -22,7 +22,8 @@ enum class op_kind {
   matmul,     // batched matrix product
   gather,     // rows of a table picked by an integer index tensor
   iota,       // index along an axis
-  exchange,   // a step of the gradients' mean over ranks, run by the program's communicator
+  opaque,     // runs a kernel of its own, Op::execute (an exchange of gradients over ranks, a
+              // quantized matmul, attention over a KV cache): reads whole stored children
 };
 
 /// Marker base for every node type.

@@ -29,7 +29,7 @@
 
 namespace luminal::flat {
 
-/// The op of nodes that have none to evaluate (leaves, extents, gathers, exchanges).
+/// The op of nodes that have none to evaluate (leaves, extents, gathers, opaque ops).
 struct no_op {};
 
 /// A constant (Const or Literal) as the bits of its value as a double. nvcc writes
@@ -74,7 +74,7 @@ auto op_of() {
   if constexpr (N::kind == op_kind::constant)
     return std::type_identity<constant<std::bit_cast<std::uint64_t>(double(N::value))>>{};
   else if constexpr (N::kind == op_kind::input || N::kind == op_kind::extent || N::kind == op_kind::gather ||
-                     N::kind == op_kind::exchange)
+                     N::kind == op_kind::opaque)
     return std::type_identity<no_op>{};
   else if constexpr (N::kind == op_kind::view && requires { N::op::is_reshape; })
     return std::type_identity<

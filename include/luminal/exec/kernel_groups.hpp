@@ -146,7 +146,7 @@ struct kernel_groups {
   static constexpr bool fusable() {
     using N = typename evaluator<P>::template node_t<Id>;
     if constexpr (N::kind == op_kind::reduce || N::kind == op_kind::matmul || N::kind == op_kind::input ||
-                  N::kind == op_kind::exchange)
+                  N::kind == op_kind::opaque)
       return false;
     else if constexpr (iteration<P, Id>::it == Id && evaluates_flat<P, Id, true>::value) return N::rank > 0;
     else return iteration<P, Id>::permute < 0 && N::rank > 0;

@@ -109,7 +109,7 @@ struct kernel_runner {
         backend.parallel_for(count_of<N>(), body);
     } else if constexpr (N::kind == op_kind::matmul) {
       run_matmul<N>(out);
-    } else if constexpr (N::kind == op_kind::exchange) {
+    } else if constexpr (N::kind == op_kind::opaque) {
       N::op::template execute<N>(*this, out);
     } else {
       backend.parallel_for(count_of<N>(), elementwise_kernel<flat_program, id>{ctx, out});

@@ -41,7 +41,8 @@ struct scaled_copy_body {
 /// start, orders the members. Its value is a token (a scalar 0) that finishes read.
 template <int Bucket, std::size_t Offset, std::size_t BucketElements, bool Closes>
 struct ExchangeStart {
-  static constexpr op_kind kind = op_kind::exchange;
+  static constexpr op_kind kind = op_kind::opaque;
+  static constexpr bool needs_communicator = true;
   static constexpr std::string_view name = Closes ? "exchange start (sends the bucket)" : "exchange start";
   template <class T, class... Previous>
   using value_type = T;
@@ -75,7 +76,8 @@ struct ExchangeStart {
 /// 1, if any, the next bucket's (read only to be computed first).
 template <int Bucket, std::size_t Offset, class S>
 struct ExchangeFinish {
-  static constexpr op_kind kind = op_kind::exchange;
+  static constexpr op_kind kind = op_kind::opaque;
+  static constexpr bool needs_communicator = true;
   static constexpr std::string_view name = "exchange finish (mean over ranks)";
   template <class T, class... Next>
   using value_type = T;

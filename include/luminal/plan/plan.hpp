@@ -1,7 +1,7 @@
 // The planner, at compile time: which nodes get a buffer (materialized), which kernels
 // run in which order, and what each kernel reads, so liveness is known before run time.
 // Elementwise chains and views fuse into the kernel of whatever consumes them; reductions,
-// matmuls, exchanges, outputs and expensive fan-out values are kernel boundaries.
+// matmuls, opaque ops (exchanges), outputs and expensive fan-out values are kernel boundaries.
 #pragma once
 #include <array>
 
@@ -159,7 +159,7 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
   for (std::size_t i = 0; i < N; ++i) {
     auto kind = table[i].kind;
     plan.stored[i] = plan.is_output[i] || force_stored[i] || kind == op_kind::input ||
-                     kind == op_kind::reduce || kind == op_kind::matmul || kind == op_kind::exchange;
+                     kind == op_kind::reduce || kind == op_kind::matmul || kind == op_kind::opaque;
     plan.gemm_base[i] = -1;
   }
   if (sums_gemm_batches) {
@@ -185,9 +185,9 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
       plan.gemm_base[table[i].children[k]] = memory;
     }
   }
-  // An exchange copies or reads whole buffers.
+  // An opaque op (its own kernel: an exchange, a quantized matmul) reads whole buffers.
   for (std::size_t i = 0; i < N; ++i)
-    if (table[i].kind == op_kind::exchange)
+    if (table[i].kind == op_kind::opaque)
       for (int k = 0; k < table[i].child_count; ++k) plan.stored[table[i].children[k]] = true;
   // Fan-out: children come first in the table, so one forward pass sees final costs.
   for (std::size_t i = 0; i < N; ++i)

@@ -65,7 +65,7 @@ constexpr plan_data<N, NumOutputs> add_recompute_entries(const std::array<node_i
   const auto forward = reachable_from(table, outputs[0]);
   auto recomputable = [&](int id) {
     auto kind = table[id].kind;
-    return forward[id] && plan.stored[id] && kind != op_kind::input && kind != op_kind::exchange && !plan.is_output[id];
+    return forward[id] && plan.stored[id] && kind != op_kind::input && kind != op_kind::opaque && !plan.is_output[id];
   };
   // first_reader: the first backward kernel reading a node; a candidate runs before it,
   // and before the recompute entry of any candidate that reads it.

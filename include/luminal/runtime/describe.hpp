@@ -52,7 +52,7 @@ consteval kernel_loop kernel_loop_of() {
   if constexpr (kind == op_kind::reduce) {
     loop.per_output = reduce_kernel<P, root>::axis >= reduce_kernel<P, root>::row;
     loop.reduce_axis = int(reduce_kernel<P, root>::axis);
-  } else if constexpr (kind != op_kind::matmul && kind != op_kind::exchange) {
+  } else if constexpr (kind != op_kind::matmul && kind != op_kind::opaque) {
     using where = iteration<P, root>;
     constexpr int it = where::it;
     loop.it = where::loop;
@@ -155,8 +155,8 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
                       m, n, k, batches, axis, double(dims[gemm * max_rank + axis]));
       }
       out += text;
-    } else if (table[root].kind == op_kind::exchange) {
-      out += "exchange over the communicator's ranks";
+    } else if (table[root].kind == op_kind::opaque) {
+      out += "the op's own kernel";
     } else if (table[root].kind == op_kind::reduce) {
       int child = table[root].children[0];
       out += "reduction over axis " + std::to_string(loop.reduce_axis) + " of " + extents_text(child) +

@@ -47,7 +47,7 @@ class program {
   template <std::size_t I>
   using output_node = boost::mp11::mp_at_c<boost::mp11::mp_list<Outputs...>, I>;
   /// Whether the program holds exchange nodes (ops/exchange.hpp): it then needs a communicator.
-  static constexpr bool exchanges = detail::holds_kind(layout::table, op_kind::exchange);
+  static constexpr bool exchanges = detail::needs_communicator<nodes>;
   /// Whether the program holds gathers, whose out-of-range indices run() reports: only
   /// such a run reads a flag back from the device, and so waits for its kernels.
   static constexpr bool checks_indices = detail::holds_kind(layout::table, op_kind::gather);
