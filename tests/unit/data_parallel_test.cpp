@@ -143,7 +143,7 @@ TEST_CASE("data parallel: buckets travel while the backward computes the next, l
   REQUIRE(comm.progress_calls > 0);
   REQUIRE(parallel.exchange_wait_seconds() >= 0.0);
   const std::string text = parallel.describe();
-  REQUIRE(text.find("exchange over the communicator's ranks") != std::string::npos);
+  REQUIRE(text.find("the op's own kernel: exchange") != std::string::npos);
   REQUIRE(text.find("exchange start (sends the bucket)") != std::string::npos);
 
   // A second step exchanges again, and broadcasts nothing.

@@ -10,14 +10,15 @@
 #include <utility>
 
 #include "node.hpp"
+#include "op_facts.hpp"
 
 namespace luminal {
 
 namespace detail {
 // Membership and position in a node list are folds over the compiler's type-identity
 // builtin: one instantiation per query. mp11's mp_contains / mp_find instantiate
-// std::is_same once per list element and query, which for graphs of a few hundred nodes
-// was most of the compile time and memory.
+// std::is_same once per list element and query, which the compiler keeps: the graph's
+// size times the number of queries.
 //
 // Facts about a graph are types (integral constants, integer sequences), never variables
 // or functions whose template arguments name the node list: GCC mangles the name of every
@@ -111,8 +112,7 @@ namespace detail {
 // list is indexed once: index_of<L> derives from one index_entry per node, and a lookup
 // is overload resolution among their `at` functions, which GCC does in scratch memory it
 // frees at once. position_in's fold allocates a comparison per element and query and
-// keeps it to the end of the translation unit; over a program's children that was tens
-// of megabytes of the compiler's memory.
+// keeps it to the end of the translation unit.
 // The same table answers the converse, the node at a position (node_at), by overload
 // resolution too: mp_at_c on GCC, which lacks __type_pack_element, instantiates a few
 // class templates per list and position, and a program asks for thousands of them.
@@ -147,7 +147,7 @@ using node_at =
 struct node_info {
   op_kind kind{};
   int child_count = 0;
-  std::array<int, 3> children{-1, -1, -1};
+  std::array<int, 5> children{-1, -1, -1, -1, -1};  // at most 5: attention over a cache has q, k and v twice
   int cost = 1;               // scalar work to recompute this node inline, before fusion
   int rank = 0;
   int element_bytes = 0;      // sizeof its element type
@@ -197,40 +197,26 @@ struct child_ids<L, boost::mp11::mp_list<C...>> {
   using type = std::integer_sequence<int, node_index<L, C>::value...>;
 };
 
-/// A view costs what a load's address costs: the loop nest composes a chain of views over
-/// a stored buffer into one strided layout (loop_kernels.hpp), so a view adds a stride, a
-/// pad a bounds check, not the division per axis an index once paid. col2im, a sum of
-/// shifted views of one product, is then cheap enough to evaluate inline where several
-/// views read it (plan.hpp's fan-out rule), and runs as one loop.
-template <class S>
-constexpr int op_cost() {
-  if constexpr (S::kind == op_kind::map) return S::op::functor::cost;
-  else return 1;
-}
+/// What the table records of a view, read off its op's traits and shapes.
 template <class S>
 constexpr bool last_two_transpose() {
-  if constexpr (S::kind == op_kind::view) {
-    if constexpr (requires { S::op::order; }) {
-      constexpr auto order = S::op::order;
-      constexpr std::size_t R = order.size();
-      if (R < 2) return false;
-      for (std::size_t k = 0; k + 2 < R; ++k)
-        if (order[k] != int(k)) return false;
-      return order[R - 2] == int(R - 1) && order[R - 1] == int(R - 2);
-    }
+  if constexpr (op_traits<typename S::op>::permutes) {
+    constexpr auto order = S::op::order;
+    constexpr std::size_t R = order.size();
+    if (R < 2) return false;
+    for (std::size_t k = 0; k + 2 < R; ++k)
+      if (order[k] != int(k)) return false;
+    return order[R - 2] == int(R - 1) && order[R - 1] == int(R - 2);
   }
   return false;
 }
 template <class S>
 constexpr bool batch_expand() {
-  if constexpr (S::kind == op_kind::view) {
-    if constexpr (S::op::name == std::string_view("expand")) {
-      using In = typename S::child_shape;
-      using Out = typename S::shape;
-      if constexpr (In::rank >= 2) {
-        return In::dims[In::rank - 1] == Out::dims[Out::rank - 1] &&
-               In::dims[In::rank - 2] == Out::dims[Out::rank - 2];
-      }
+  if constexpr (op_traits<typename S::op>::expands) {
+    using In = typename S::child_shape;
+    using Out = typename S::shape;
+    if constexpr (In::rank >= 2) {
+      return In::dims[In::rank - 1] == Out::dims[Out::rank - 1] && In::dims[In::rank - 2] == Out::dims[Out::rank - 2];
     }
   }
   return false;
@@ -239,9 +225,7 @@ constexpr bool batch_expand() {
 /// extents an expand stretches from 1 (a symbolic one counts as 16), else 1.
 template <class S>
 constexpr int expansion() {
-  if constexpr (S::kind != op_kind::view) {
-    return 1;
-  } else if constexpr (S::op::name == std::string_view("expand")) {
+  if constexpr (op_traits<typename S::op>::expands) {
     using In = typename S::child_shape;
     using Out = typename S::shape;
     long long times = 1;
@@ -256,19 +240,26 @@ constexpr int expansion() {
     return 1;
   }
 }
+/// A view costs what a load's address costs: the loop nest composes a chain of views over
+/// a stored buffer into one strided layout (loop_kernels.hpp), so a view adds a stride, a
+/// pad a bounds check, and no division per axis. col2im, a sum of shifted views of one
+/// product, is then cheap enough to evaluate inline where several views read it (plan.hpp's
+/// fan-out rule), and runs as one loop.
 template <class S, int... Children>
 constexpr node_info make_info(std::integer_sequence<int, Children...>) {
+  using traits = op_traits<typename S::op>;
   node_info info;
   info.kind = S::kind;
-  info.cost = op_cost<S>();
+  info.cost = traits::cost;
   info.rank = int(S::shape::rank);
   info.element_bytes = S::element_bytes;
   info.is_last_two_transpose = last_two_transpose<S>();
   info.is_batch_expand = batch_expand<S>();
   info.expansion = expansion<S>();
-  if constexpr (S::kind == op_kind::view) info.is_reshape = requires { S::op::is_reshape; };
-  if constexpr (S::kind == op_kind::reduce)
-    if constexpr (S::op::name == std::string_view("sum")) info.summed_axis = S::op::axis;
+  info.is_reshape = traits::reshapes;
+  info.summed_axis = traits::summed_axis;
+  static_assert(sizeof...(Children) <= std::tuple_size_v<decltype(info.children)>,
+                "luminal: a node has more children than node_info::children holds");
   ((info.children[info.child_count++] = Children), ...);
   return info;
 }
@@ -277,19 +268,22 @@ constexpr auto make_table(boost::mp11::mp_list<N...>) {
   return std::array<node_info, sizeof...(N)>{
       make_info<signature_of<N>>(typename child_ids<L, typename N::children>::type{})...};
 }
-/// Whether node N's op sums over ranks (an exchange, ops/exchange.hpp): a program holding
-/// one needs a communicator.
-template <class N>
-constexpr bool op_needs_communicator() {
-  if constexpr (N::kind == op_kind::opaque) return requires { N::op::needs_communicator; };
-  else return false;
-}
+/// Whether a node of L is an opaque op that sums over ranks (an exchange, ops/exchange.hpp):
+/// a program holding one needs a communicator.
 template <class L>
 struct any_needs_communicator;
 template <class... N>
-struct any_needs_communicator<boost::mp11::mp_list<N...>> : std::bool_constant<(op_needs_communicator<N>() || ...)> {};
+struct any_needs_communicator<boost::mp11::mp_list<N...>>
+    : std::bool_constant<(op_traits<typename op_or_void<N>::type>::needs_communicator || ...)> {};
 template <class L>
 inline constexpr bool needs_communicator = any_needs_communicator<L>::value;
+/// Whether a node of L is an opaque op that reports indices out of range in the program's
+/// error flag (a gather from a quantized table): run() then reads the flag back.
+template <class L>
+struct any_reports_bad_indices;
+template <class... N>
+struct any_reports_bad_indices<boost::mp11::mp_list<N...>>
+    : std::bool_constant<(op_traits<typename op_or_void<N>::type>::reports_bad_indices || ...)> {};
 
 /// Whether a node table holds a node of this kind.
 template <std::size_t N>

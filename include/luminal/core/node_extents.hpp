@@ -67,8 +67,8 @@ constexpr extents_table<MaxRank, sizeof...(N)> make_extents_table(boost::mp11::m
 
 #ifdef __CUDACC__
 // nvcc: EDG keeps extents_row_t<N> as the spelling of the shape it yields and walks N's
-// whole type tree when comparing rows (README, "Compile time under nvcc"): a training
-// step's cicc grew from 4 GB to 24 GB. nvcc keeps code per node instead.
+// whole type tree, exponential in the graph's depth, when comparing rows
+// (docs/compile-time.md, "Under nvcc"). nvcc keeps code per node instead.
 template <class Nodes, std::size_t MaxRank>
 struct node_extents {
   static void resolve_all(const symbol_values& symbols, index_t* dims) {

@@ -5,9 +5,9 @@
 //     std::string text = detail::format_label(labels[id], " ");
 //
 // A table rather than a function template per node: a program's describe(), profile()
-// and retained_nodes() then run one loop over node ids, where a function per node type
-// gave the compiler hundreds of functions whose names spell the graph (each name costs
-// the mangler the square of its length).
+// and retained_nodes() then run one loop over node ids, and the compiler makes no
+// function per node whose name spells the graph (each name costs the mangler the square
+// of its length).
 #pragma once
 #include <array>
 #include <boost/mp11/list.hpp>
@@ -49,10 +49,8 @@ consteval label_info label_of() {
     info.extent = N::dim;
   } else {
     info.op = N::op::name;
-    if constexpr (requires { N::op::axis; }) {
-      info.has_axis = true;
-      info.axis = int(N::op::axis);
-    }
+    info.axis = op_traits<typename N::op>::axis;
+    info.has_axis = info.axis >= 0;
   }
   info.dtype = dtype_name<typename N::value_type>();
   info.shape = N::shape::text.view();
@@ -67,7 +65,6 @@ struct label_subject {
   using type = N;
 };
 template <computed_node N>
-  requires(N::kind != op_kind::input && N::kind != op_kind::constant && N::kind != op_kind::extent)
 struct label_subject<N> {
   using type = signature_of<N>;
 };

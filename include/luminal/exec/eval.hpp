@@ -6,8 +6,8 @@
 // code runs in host threads, Kokkos and CUDA kernels, over the numbered graph of flat.hpp.
 // at and apply_map, which walk a fused tree at coordinates, are always inlined: a kernel's
 // loop vectorizes only when it sees the whole tree, and GCC's inliner stops at its size
-// limits for a large one (col2im's nine shifted reads were left as calls, one per read
-// and element).
+// limits for a large one (col2im's nine shifted reads would stay calls, one per read and
+// element).
 #pragma once
 #include <boost/mp11/algorithm.hpp>
 
@@ -15,7 +15,7 @@
 #include "flat.hpp"
 #include "../core/node_extents.hpp"
 #include "../ops/view.hpp"
-#include "../plan/rematerialize.hpp"
+#include "../plan/retention.hpp"
 
 namespace luminal {
 
@@ -46,21 +46,12 @@ struct program_layout {
   using nodes = Nodes;
   static constexpr std::size_t node_count = boost::mp11::mp_size<Nodes>::value;
   static constexpr auto table = graph_table<Nodes>;
+  /// The forward values the backward reads (retention.hpp).
   static constexpr auto retained = detail::retention_set(table, OutputIds);
   /// Each node's element count (Dim{-1}: not one extent): kernels over as many elements
   /// can run as one loop (kernel_groups.hpp).
   static constexpr auto counts = detail::element_counts(Nodes{});
-  static constexpr auto plan = [] {
-    auto planned = detail::make_plan(table, OutputIds, Policy.kind == retention_policy::mode::recompute_elementwise
-                                                           ? std::array<bool, node_count>{}
-                                                           : retained,
-                                       SumsGemmBatches);
-    detail::hoist_into_groups(table, OutputIds, counts, planned, Policy.kind == retention_policy::mode::budget);
-    if constexpr (Policy.kind == retention_policy::mode::budget)
-      return detail::add_recompute_entries(table, OutputIds, planned);
-    else
-      return planned;
-  }();
+  static constexpr auto plan = detail::plan_with_retention<Policy>(table, OutputIds, retained, counts, SumsGemmBatches);
   static constexpr retention_policy policy = Policy;
   /// Whether some kernels run only when the backward recomputes their value.
   static constexpr bool has_recompute_entries = Policy.kind == retention_policy::mode::budget;
@@ -71,7 +62,7 @@ struct program_layout {
   }();
   /// Every node's extents from the symbol values (node_extents.hpp).
   using extents = detail::node_extents<Nodes, max_rank>;
-  /// The arena's buffers and the kernels that use each (rematerialize.hpp).
+  /// The arena's buffers and the kernels that use each (retention.hpp).
   static constexpr auto buffers = detail::arena_buffers<detail::arena_buffer_count(table, plan)>(table, plan);
   /// Node N's position: `Layout::template id<N>::value` (a type: see node_index).
   template <class N>
@@ -91,17 +82,17 @@ LUMINAL_INLINE index_t ravel(const extents<R>& c, const extents<R>& dims) {
 /// The evaluator of flat program P (flat.hpp).
 template <class P>
 struct evaluator {
+  using nodes = typename P::nodes;
   template <int Id>
-  using node_t = node_at<typename P::nodes, Id>;
+  using value_type = typename node_at<nodes, Id>::value_type;
   template <int Id>
-  using value_type = typename node_t<Id>::value_type;
-  template <int Id>
-  using coords = extents<node_t<Id>::rank>;
+  using coords = extents<node_at<nodes, Id>::rank>;
 
   /// Runtime extents of node Id; static extents are compile-time constants.
   template <int Id>
   LUMINAL_HD static coords<Id> dims(const kernel_context& ctx) {
-    return dims_impl<Id>(ctx, typename node_t<Id>::static_extents{}, std::make_index_sequence<node_t<Id>::rank>{});
+    using N = node_at<nodes, Id>;
+    return dims_impl<Id>(ctx, typename N::static_extents{}, std::make_index_sequence<N::rank>{});
   }
   template <int Id, index_t... E, std::size_t... K>
   LUMINAL_HD static extents<sizeof...(K)> dims_impl(const kernel_context& ctx, std::integer_sequence<index_t, E...>,
@@ -116,7 +107,7 @@ struct evaluator {
   /// asks for it on the part of a row that inside_pads() says is inside every pad.
   template <int Id, bool Root = false, bool Unchecked = false>
   LUMINAL_ALWAYS_INLINE static value_type<Id> at(const kernel_context& ctx, const coords<Id>& c) {
-    using N = node_t<Id>;
+    using N = node_at<nodes, Id>;
     using T = value_type<Id>;
     if constexpr (N::kind == op_kind::input || (!Root && N::stored)) {
       return static_cast<const T*>(ctx.buffers[Id])[detail::ravel(c, dims<Id>(ctx))];
@@ -130,12 +121,12 @@ struct evaluator {
       constexpr int C = flat::detail::first_child<typename N::children>::value;
       if constexpr (detail::broadcasts_one_element<P, Id>::value) {
         return at<C>(ctx, {});
-      } else if constexpr (requires { N::op::is_reshape; } && detail::evaluates_flat<P, C>::value) {
+      } else if constexpr (op_traits<typename N::op>::reshapes && detail::evaluates_flat<P, C>::value) {
         return at_flat<C>(ctx, detail::ravel(c, dims<Id>(ctx)));  // no unravel: same flat order
       } else {
         auto child_dims = dims<C>(ctx);
         coords<C> cc = N::op::to_child(c, dims<Id>(ctx), child_dims);
-        if constexpr (requires { N::op::pad_value; } && !Unchecked) {
+        if constexpr (op_traits<typename N::op>::pads && !Unchecked) {
           if (!N::op::inside(cc, child_dims)) return static_cast<T>(N::op::pad_value);
         }
         return at<C, false, Unchecked>(ctx, cc);
@@ -143,7 +134,7 @@ struct evaluator {
     } else if constexpr (N::kind == op_kind::gather) {
       constexpr int Table = flat::detail::first_child<typename N::children>::value;
       constexpr int Index = flat::detail::second_child<typename N::children>::value;
-      constexpr std::size_t index_rank = node_t<Index>::rank, table_rank = node_t<Table>::rank;
+      constexpr std::size_t index_rank = node_at<nodes, Index>::rank, table_rank = node_at<nodes, Table>::rank;
       coords<Index> ic{};
       for (std::size_t k = 0; k < index_rank; ++k) ic[k] = c[k];
       index_t row = index_t(at<Index, false, Unchecked>(ctx, ic));
@@ -167,7 +158,7 @@ struct evaluator {
   /// The value of a flat node (detail::evaluates_flat) at flat index i.
   template <int Id, bool Root = false>
   LUMINAL_HD static value_type<Id> at_flat(const kernel_context& ctx, index_t i) {
-    using N = node_t<Id>;
+    using N = node_at<nodes, Id>;
     using T = value_type<Id>;
     if constexpr (N::kind == op_kind::input || (!Root && N::stored)) {
       return static_cast<const T*>(ctx.buffers[Id])[i];
@@ -185,7 +176,7 @@ struct evaluator {
   template <int Id, bool Unchecked, int... C>
   LUMINAL_ALWAYS_INLINE static value_type<Id> apply_map(const kernel_context& ctx, const coords<Id>& c,
                                                         std::integer_sequence<int, C...>) {
-    return node_t<Id>::op::functor::apply(at<C, false, Unchecked>(ctx, c)...);
+    return node_at<nodes, Id>::op::functor::apply(at<C, false, Unchecked>(ctx, c)...);
   }
 
   /// The value of node Id at coordinates `fine` of the input of reshape Split, which only
@@ -194,35 +185,36 @@ struct evaluator {
   /// reads its input there, and every other read merges `fine` back into Id's coordinates
   /// by multiply-adds, or needs none. No coordinate is divided.
   template <int Id, bool Root, int Split>
-  LUMINAL_HD static value_type<Id> at_split(
-      const kernel_context& ctx, const coords<flat::detail::first_child<typename node_t<Split>::children>::value>& fine) {
-    using N = node_t<Id>;
-    constexpr int Fine = flat::detail::first_child<typename node_t<Split>::children>::value;
+  LUMINAL_HD static value_type<Id> at_split(const kernel_context& ctx,
+                                            const coords<detail::first_child_at<P, Split>::value>& fine) {
+    using N = node_at<nodes, Id>;
+    constexpr int Fine = detail::first_child_at<P, Split>::value;
     if constexpr (Id == Split) {
       return at<Fine>(ctx, fine);
     } else if constexpr (N::kind == op_kind::map && detail::leads_to<P, Id, Split, Root>::value) {
       return apply_map_split<Id, Split>(ctx, fine, typename N::children{});
     } else {
-      return at<Id, Root>(ctx, node_t<Split>::op::template from_child<N::rank>(fine, dims<Fine>(ctx)));
+      return at<Id, Root>(ctx, node_at<nodes, Split>::op::template from_child<N::rank>(fine, dims<Fine>(ctx)));
     }
   }
   template <int Id, int Split, class F, int... C>
   LUMINAL_HD static value_type<Id> apply_map_split(const kernel_context& ctx, const F& fine,
                                                    std::integer_sequence<int, C...>) {
-    return node_t<Id>::op::functor::apply(split_child<C, Split>(ctx, fine)...);
+    return node_at<nodes, Id>::op::functor::apply(split_child<C, Split>(ctx, fine)...);
   }
   template <int C, int Split, class F>
   LUMINAL_HD static value_type<C> split_child(const kernel_context& ctx, const F& fine) {
-    constexpr int Fine = flat::detail::first_child<typename node_t<Split>::children>::value;
+    constexpr int Fine = detail::first_child_at<P, Split>::value;
+    using Reshape = typename node_at<nodes, Split>::op;
     if constexpr (detail::leads_to<P, C, Split>::value) return at_split<C, false, Split>(ctx, fine);
     else if constexpr (detail::coordinate_free<P, C>::value) return at<C>(ctx, {});
-    else return at<C>(ctx, node_t<Split>::op::template from_child<node_t<C>::rank>(fine, dims<Fine>(ctx)));
+    else return at<C>(ctx, Reshape::template from_child<node_at<nodes, C>::rank>(fine, dims<Fine>(ctx)));
   }
   /// Whether coordinates c of node Id are inside every pad the expression reads through
   /// there (pads_monotone: maps and affine views only).
   template <int Id, bool Root = false>
   LUMINAL_HD static bool inside_pads(const kernel_context& ctx, const coords<Id>& c) {
-    using N = node_t<Id>;
+    using N = node_at<nodes, Id>;
     if constexpr (!detail::reads_padding<P, Id, Root>::value) {
       return true;
     } else if constexpr (N::kind == op_kind::map) {
@@ -231,7 +223,7 @@ struct evaluator {
       constexpr int C = flat::detail::first_child<typename N::children>::value;
       auto child_dims = dims<C>(ctx);
       coords<C> cc = N::op::to_child(c, dims<Id>(ctx), child_dims);
-      if constexpr (requires { N::op::pad_value; }) {
+      if constexpr (op_traits<typename N::op>::pads) {
         if (!N::op::inside(cc, child_dims)) return false;
       }
       return inside_pads<C>(ctx, cc);
@@ -245,7 +237,7 @@ struct evaluator {
   template <int Id, int... C>
   LUMINAL_HD static value_type<Id> apply_map_flat(const kernel_context& ctx, index_t i,
                                                   std::integer_sequence<int, C...>) {
-    return node_t<Id>::op::functor::apply(at_flat<C>(ctx, i)...);
+    return node_at<nodes, Id>::op::functor::apply(at_flat<C>(ctx, i)...);
   }
 };
 

@@ -11,9 +11,8 @@ namespace luminal::detail {
 
 /// The longest row run as a short row: unrolled inside the loop over rows (a pool's
 /// window, the inner axis a reshape splits off, a small image's rows in im2col and col2im).
-/// Longer rows are loops of their own. Rows of 9 to 16 were loops once: their setup (a
-/// walk through the views per row) and scalar ends cost im2col, col2im and the pools about
-/// twice what these unrolled rows do.
+/// Longer rows are loops of their own: a loop's setup (a walk through the views per row)
+/// and its scalar ends cost more than a short row's work.
 inline constexpr index_t short_row_limit = 16;
 
 /// The last axis before axis `end` whose extent is not statically 1, or `none` if there
@@ -46,7 +45,8 @@ constexpr index_t row_extent(std::integer_sequence<index_t, E...> s) {
 
 /// Whether a view's input can be walked in its place: computed here (not stored), with
 /// axes of its own. False for every other node.
-template <class P, int Id, class N = flat_node_t<P, Id>, bool View = N::kind == op_kind::view>
+template <class P, int Id, class N = node_at<typename P::nodes, Id>,
+          bool View = child_reads_of(N::kind) == child_reads::remapped>
 struct peelable : std::false_type {};
 template <class P, int Id, class N>
 struct peelable<P, Id, N, true>
@@ -54,8 +54,8 @@ struct peelable<P, Id, N, true>
 
 /// The first reshape-free node from Id down: the reshapes at a kernel's root read the
 /// same elements in the same order, so the kernel loops past them.
-template <class P, int Id, class N = flat_node_t<P, Id>,
-          bool Peel = requires { N::op::is_reshape; } && peelable<P, Id>::value>
+template <class P, int Id, class N = node_at<typename P::nodes, Id>,
+          bool Peel = op_traits<typename N::op>::reshapes && peelable<P, Id>::value>
 struct past_reshapes : std::integral_constant<int, Id> {};
 template <class P, int Id, class N>
 struct past_reshapes<P, Id, N, true> : past_reshapes<P, flat::detail::first_child<typename N::children>::value> {};
@@ -66,8 +66,8 @@ constexpr bool rows_shorten(index_t inner, index_t outer) { return inner >= 0 &&
 /// Permute node X, if the loop may run over its input instead (-1 otherwise): X is a
 /// permute (it maps coordinates back from its child), computed here, and its input's
 /// inner axis is not shorter than its own.
-template <class P, int X, class N = flat_node_t<P, X>,
-          bool Permute = requires { N::op::from_child(extents<N::rank>{}); } && peelable<P, X>::value>
+template <class P, int X, class N = node_at<typename P::nodes, X>,
+          bool Permute = op_traits<typename N::op>::permutes && peelable<P, X>::value>
 struct walkable_permute : std::integral_constant<int, -1> {};
 template <class P, int X, class N>
 struct walkable_permute<P, X, N, true>
@@ -82,24 +82,25 @@ struct walkable_permute<P, X, N, true>
 /// over the reshape's input, whose inner rows of at most short_row_limit run unrolled, and
 /// no coordinate is divided: the reshape reads its input where the nest is, the other
 /// reads merge coordinates back by multiply-adds.
-template <class P, int It, int N, class X = flat_node_t<P, N>,
-          int Case = !(N == It || !X::stored)            ? 0
-                     : X::kind == op_kind::map            ? 1
-                     : requires { X::op::only_splits; } ? 2
-                                                          : 0>
+template <class P, int It, int N, class X = node_at<typename P::nodes, N>,
+          int Case = !(N == It || !X::stored)                               ? 0
+                     : child_reads_of(X::kind) == child_reads::same_place ? 1
+                     : op_traits<typename X::op>::reshapes                 ? 2
+                                                                           : 0>
 struct split_under : std::integral_constant<int, -1> {};
 /// Whether reshape X only splits axes, and splits its inner axis off its input's rows of
 /// `inner` elements, short enough to run unrolled.
 template <class X>
 constexpr bool splits_into_short_rows(index_t inner) {
-  return X::op::only_splits && X::rank > 0 && X::op::inputs_of(row_axis(typename X::static_extents{})) > 1 &&
+  return op_traits<typename X::op>::only_splits && X::rank > 0 &&
+         X::op::inputs_of(row_axis(typename X::static_extents{})) > 1 &&
          inner > 1 && inner <= short_row_limit;
 }
 /// Whether reshape X only merges axes, into its input's longer rows of `inner` elements.
 template <class X>
 constexpr bool merges_into_longer_rows(index_t inner) {
   constexpr index_t outer = row_extent(typename X::static_extents{});
-  return X::op::only_merges && X::rank > 0 && outer > 0 && inner > outer;
+  return op_traits<typename X::op>::only_merges && X::rank > 0 && outer > 0 && inner > outer;
 }
 /// The first of the values that is not -1, or -1.
 constexpr int first_found(std::initializer_list<int> found) {
@@ -126,11 +127,11 @@ struct split_under<P, It, N, X, 2>
 /// its input (a convolution's (.., Ho Wo) GEMM output read as (.., Ho, Wo) by its bias
 /// and ReLU), or -1. The nest then runs over the reshape's input, in rows of Ho Wo
 /// instead of Wo.
-template <class P, int It, int N, class X = flat_node_t<P, N>,
-          int Case = !(N == It || !X::stored)             ? 0
-                     : X::kind == op_kind::map             ? 1
-                     : requires { X::op::only_merges; } ? 2
-                                                           : 0>
+template <class P, int It, int N, class X = node_at<typename P::nodes, N>,
+          int Case = !(N == It || !X::stored)                               ? 0
+                     : child_reads_of(X::kind) == child_reads::same_place ? 1
+                     : op_traits<typename X::op>::reshapes                 ? 2
+                                                                           : 0>
 struct merge_under : std::integral_constant<int, -1> {};
 template <class P, int It, class Children>
 struct merge_under_children;
@@ -150,11 +151,6 @@ struct merge_under<P, It, N, X, 2>
                                       ? N
                                       : -1> {};
 
-/// Node Id's first child, or -1 for Id = -1.
-template <class P, int Id>
-struct first_child_at : flat::detail::first_child<typename flat_node_t<P, Id>::children> {};
-template <class P>
-struct first_child_at<P, -1> : std::integral_constant<int, -1> {};
 /// The reshape under a kernel's map that loops over node It, if any (split_under, then
 /// merge_under).
 template <class P, int It>
@@ -162,7 +158,7 @@ struct split_or_merge
     : std::conditional_t<(split_under<P, It, It>::value >= 0), split_under<P, It, It>, merge_under<P, It, It>> {};
 /// Whether reshape Split merges axes (merge_under) rather than splitting them; false for -1.
 template <class P, int Split>
-struct merges_at : std::bool_constant<!flat_node_t<P, Split>::op::only_splits> {};
+struct merges_at : std::bool_constant<!op_traits<typename node_at<typename P::nodes, Split>::op>::only_splits> {};
 template <class P>
 struct merges_at<P, -1> : std::false_type {};
 
@@ -174,14 +170,14 @@ struct merges_at<P, -1> : std::false_type {};
 /// offsets, its rows in the image's 28 columns).
 template <class P, int Id>
 struct iteration {
-  template <int N>
-  using node = flat_node_t<P, N>;
+  using nodes = typename P::nodes;
   static constexpr int permute = walkable_permute<P, past_reshapes<P, Id>::value>::value;
   static constexpr int it = permute >= 0 ? first_child_at<P, permute>::value : past_reshapes<P, Id>::value;
   /// A reshape under `it` whose input the nest runs over (split_under, merge_under), or -1.
   static constexpr int split =
-      std::conditional_t<permute < 0 && node<it>::kind == op_kind::map && node<it>::rank != 0, split_or_merge<P, it>,
-                         std::integral_constant<int, -1>>::value;
+      std::conditional_t<permute < 0 && child_reads_of(node_at<nodes, it>::kind) == child_reads::same_place &&
+                             node_at<nodes, it>::rank != 0,
+                         split_or_merge<P, it>, std::integral_constant<int, -1>>::value;
   /// Whether `split` is a reshape that merges axes (merge_under), not one that splits them.
   static constexpr bool merges = merges_at<P, split>::value;
   /// The node whose extents the loop nest runs over.

@@ -24,7 +24,7 @@ namespace luminal {
 /// members interleaved by blocks gives the results of one after another. Segments of
 /// other counts, flat loops all, read nothing an earlier segment writes (every parameter's
 /// update, say): the launch runs over their elements laid end to end, each segment over
-/// its own share. On a GPU that is one kernel where there were as many as parameters.
+/// its own share. On a GPU that is one kernel, not one per parameter.
 /// On the CPU, a member whose result only later members read, each in place, keeps it in
 /// a scratch of one block on the thread's stack (Local, kernel_groups::local_mask): it
 /// never goes to memory, which is most of the traffic of a chain like a GELU's gradient.
@@ -36,10 +36,10 @@ struct fused_kernels;
 template <class P, std::uint64_t Local, int... Ends, int... Ids>
 struct fused_kernels<P, Local, std::integer_sequence<int, Ends...>, Ids...> {
   static constexpr index_t block = 2048;
-  static constexpr int ids[] = {Ids...};
+  static constexpr int ids[sizeof...(Ids)] = {Ids...};
   static constexpr std::size_t size = sizeof...(Ids);
   static constexpr std::size_t segments = sizeof...(Ends);
-  static constexpr int ends[] = {Ends...};
+  static constexpr int ends[sizeof...(Ends)] = {Ends...};
   static_assert(segments > 0 && ends[segments - 1] == int(size), "luminal: fused_kernels: segments must cover the members");
   /// Member m keeps its result in the cache (detail::kernel_groups::local_mask): bit m.
   static constexpr bool local(std::size_t m) { return m < 64 && (Local >> m & 1) != 0; }
@@ -138,15 +138,14 @@ namespace detail {
 /// segments (loops over one element count): see end and segment_end.
 template <class Layout>
 struct kernel_groups {
-  using P = flat::program_of<Layout>;
+  using P = flat::graph_of<Layout>;
   static constexpr auto& plan = Layout::plan;
   /// An elementwise kernel that writes exactly the flat indices of its range: a flat loop,
   /// or a loop nest that does not scatter its writes through a permute.
   template <int Id>
   static constexpr bool fusable() {
-    using N = typename evaluator<P>::template node_t<Id>;
-    if constexpr (N::kind == op_kind::reduce || N::kind == op_kind::matmul || N::kind == op_kind::input ||
-                  N::kind == op_kind::opaque)
+    using N = node_at<typename P::nodes, Id>;
+    if constexpr (!fuses(N::kind))
       return false;
     else if constexpr (iteration<P, Id>::it == Id && evaluates_flat<P, Id, true>::value) return N::rank > 0;
     else return iteration<P, Id>::permute < 0 && N::rank > 0;
@@ -185,7 +184,7 @@ struct kernel_groups {
       if (seen[std::size_t(id)]) continue;
       seen[std::size_t(id)] = true;
       const node_info& info = table[std::size_t(id)];
-      const bool keeps_index = in_place && (info.kind == op_kind::map || (info.kind == op_kind::view && info.is_reshape));
+      const bool keeps_index = in_place && (child_reads_of(info.kind) == child_reads::same_place || info.is_reshape);
       for (int c = 0; c < info.child_count; ++c) {
         stack[top] = info.children[c];
         stack_in_place[top++] = keeps_index;
@@ -205,7 +204,7 @@ struct kernel_groups {
   template <std::size_t... K>
   static constexpr launches make(std::index_sequence<K...>) {
     constexpr std::size_t kernels = sizeof...(K);
-    // A recompute entry (rematerialize.hpp) runs alone: a run may skip it.
+    // A recompute entry (retention.hpp) runs alone: a run may skip it.
     constexpr bool can[] = {(!plan.is_recompute[K] && fusable<plan.kernels[K]>())..., false};
     constexpr bool flat[] = {flat_kernel<plan.kernels[K]>()..., false};
     constexpr Dim counts[] = {Layout::counts[std::size_t(plan.kernels[K])]..., Dim{-1}};

@@ -36,15 +36,13 @@ LUMINAL_ALWAYS_INLINE void for_each_row(index_t begin, index_t end, const extent
 /// nodes; Root: Id itself is computed, not loaded) applies a map of arithmetic_bound_cost
 /// or more. A class per node, so each node is looked at once however many parents share
 /// it; and no lambda: a lambda in a template is a class with three functions per node.
-template <class P, int Id, bool Root, class N = typename evaluator<P>::template node_t<Id>,
+template <class P, int Id, bool Root, class N = node_at<typename P::nodes, Id>,
           bool Walk = Root || !N::stored>
 struct applies_costly_map : std::false_type {};
 template <class P, int Id, bool Root, class N, class Children>
 struct applies_costly_map_below;
-template <class N, bool Map = N::kind == op_kind::map>
-struct is_costly_map : std::false_type {};
 template <class N>
-struct is_costly_map<N, true> : std::bool_constant<(N::op::functor::cost >= arithmetic_bound_cost)> {};
+struct is_costly_map : std::bool_constant<(op_traits<typename N::op>::cost >= arithmetic_bound_cost)> {};
 template <class P, int Id, bool Root, class N>
 struct applies_costly_map<P, Id, Root, N, true> : applies_costly_map_below<P, Id, Root, N, typename N::children> {};
 template <class P, int Id, bool Root, class N, int... C>
@@ -54,19 +52,19 @@ struct applies_costly_map_below<P, Id, Root, N, std::integer_sequence<int, C...>
 
 // GCC's -march=native on AVX-512 CPUs still vectorizes with 256-bit registers
 // (prefer-vector-width=256): most loops move memory, where wider registers gain nothing,
-// and loops over short rows lose to masked tails (the CNN's, measured). Two kinds of
-// kernel are compiled for another width (LUMINAL_VECTOR_WIDTHS):
+// and loops over short rows lose to masked tails. Two kinds of kernel are compiled for
+// another width (LUMINAL_VECTOR_WIDTHS):
 // - a loop that applies exp2, log2 or erf is bound by its arithmetic, and 512-bit
 //   registers halve its instructions;
 // - short rows in blocks of fewer than 16 (a pool's 7 or 14 windows, im2col's 14
-//   columns) vectorize across the block, 8 rows a step at 256 bits: a block of 7 ran
-//   scalar and one of 14 half scalar. At 128 bits, 4 rows a step, most of each block is
-//   vectorized.
+//   columns) vectorize across the block, 8 rows a step at 256 bits, which leaves a block
+//   of 7 scalar and one of 14 half scalar. At 128 bits, 4 rows a step, most of each block
+//   is vectorized.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
 #define LUMINAL_VECTOR_WIDTHS 1
 #endif
 
-/// A fused elementwise kernel: writes node Id of flat program P over flat indices
+/// A fused elementwise kernel: writes node Id of flat graph P over flat indices
 /// [begin, end). Flat kernels run one loop; others a loop nest over the coordinates of the
 /// iteration node (detail::iteration), whose innermost loop advances every read by its
 /// stride.
@@ -77,8 +75,8 @@ struct elementwise_kernel {
   using where = detail::iteration<P, Id>;
   static constexpr int it = where::it;
   static constexpr bool root = it == Id;
-  static constexpr std::size_t rank = eval::template node_t<where::loop>::rank;
-  using static_extents = typename eval::template node_t<where::loop>::static_extents;
+  static constexpr std::size_t rank = node_at<typename P::nodes, where::loop>::rank;
+  using static_extents = typename node_at<typename P::nodes, where::loop>::static_extents;
   static constexpr std::size_t row = detail::row_axis(static_extents{});
   static constexpr index_t row_length = detail::row_extent(static_extents{});
   /// Rows of at most short_row_limit elements (a pool's window) run as blocks along
@@ -220,7 +218,7 @@ struct elementwise_kernel {
             line[j] = value(at_j);
           }
         } else {
-          using Perm = typename eval::template node_t<where::permute>;
+          using Perm = node_at<typename P::nodes, where::permute>;
           auto out_dims = eval::template dims<where::permute>(ctx);
           for (index_t j = 0; j < n; ++j) {
             c[row] = first + j;
@@ -244,7 +242,7 @@ struct elementwise_kernel {
 template <class P, int Id>
 struct reduce_kernel {
   using eval = evaluator<P>;
-  using N = typename eval::template node_t<Id>;
+  using N = node_at<typename P::nodes, Id>;
   using T = typename eval::template value_type<Id>;
   using F = typename N::op::functor;
   using value_type = T;
@@ -259,7 +257,7 @@ struct reduce_kernel {
   static constexpr index_t static_extent = [] {
     constexpr auto e = []<index_t... E>(std::integer_sequence<index_t, E...>) {
       return std::array<index_t, sizeof...(E)>{E...};
-    }(typename eval::template node_t<child>::static_extents{});
+    }(typename node_at<typename P::nodes, child>::static_extents{});
     return e[axis];
   }();
   static constexpr bool short_window = static_extent >= 0 && static_extent <= lanes;

@@ -26,7 +26,7 @@ struct jvp_rule<Map<F>> {
   template <int K, class N, class T>
   static constexpr auto rule(T t) {
     using From = typename child_t<N, K>::value_type;
-    if constexpr (requires { typename F::cast_target; }) {
+    if constexpr (functor_traits<F>::casts) {
       if constexpr (floating_element<From> && floating_element<typename N::value_type>)
         return cast<typename N::value_type>(t);
       else return no_gradient{};

@@ -79,10 +79,9 @@ struct contribution_of;
 
 // A node's cotangent type is a class template that names its parents' cotangent types,
 // not a function whose deduced return type calls its parents' functions. The recursion is
-// as deep as the graph either way, but nvcc's host front end (cudafe++) spent time
-// exponential in depth on the chain of deduced return types (130 s for 8 chain layers
-// reached from main, 8.7 s as class templates), and its instantiation-depth limit stopped
-// at 10 layers.
+// as deep as the graph either way, but nvcc's host front end (cudafe++) spends time
+// exponential in depth on a chain of deduced return types, and its instantiation-depth
+// limit stops such a chain a few layers deep.
 template <class Pass, int I>
 struct cotangent_of {
   using type = typename std::conditional_t<

@@ -4,6 +4,7 @@
 #pragma once
 #include <numbers>
 
+#include "../core/op_facts.hpp"
 #include "../ops/composite.hpp"
 #include "../ops/custom.hpp"
 #include "../ops/gather.hpp"
@@ -48,7 +49,7 @@ struct vjp<Map<F>> {
     else if constexpr (std::is_same_v<F, fn::Erfc>) return g * exp(neg(x{} * x{})) * c<-std::numbers::inv_sqrtpi * 2>;
     else if constexpr (std::is_same_v<F, fn::Log1p>) return g * recip(x{} + c<1>);
     else if constexpr (std::is_same_v<F, fn::Expm1>) return g * (N{} + c<1>);
-    else if constexpr (requires { F::rounds; }) return no_gradient{};  // piecewise constant
+    else if constexpr (functor_traits<F>::rounds) return no_gradient{};  // piecewise constant
     else if constexpr (std::is_same_v<F, fn::Pow>) {
       // As torch.pow: d/da = b a^(b-1), 0 where b == 0; d/db = a^b log a, 0 where a == 0
       // and b >= 0 (where log a is -inf but a^b does not move).
@@ -84,7 +85,7 @@ struct vjp<Map<F>> {
       if constexpr (K == 0) return no_gradient{};
       else if constexpr (K == 1) return where(cond{}, g, c<0>);
       else return where(cond{}, c<0>, g);
-    } else if constexpr (requires { typename F::cast_target; }) {
+    } else if constexpr (functor_traits<F>::casts) {
       using From = typename x::value_type;
       if constexpr (floating_element<From> && floating_element<T>) return cast<From>(g);
       else return no_gradient{};

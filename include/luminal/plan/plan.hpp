@@ -1,7 +1,9 @@
 // The planner, at compile time: which nodes get a buffer (materialized), which kernels
 // run in which order, and what each kernel reads, so liveness is known before run time.
-// Elementwise chains and views fuse into the kernel of whatever consumes them; reductions,
-// matmuls, opaque ops (exchanges), outputs and expensive fan-out values are kernel boundaries.
+// Nodes that fuse (core/op_facts.hpp: maps, views, gathers...) are evaluated inside the
+// kernel of whatever reads them; kernel boundaries (reductions, matmuls, opaque ops),
+// outputs, the values retention.hpp keeps for the backward and expensive fan-out values
+// get buffers.
 #pragma once
 #include <array>
 
@@ -19,7 +21,7 @@ struct plan_data {
   std::array<int, N> reads{};          // evaluations per element: by each parent, an expand's many times
   std::array<int, N> inline_cost{};    // cost of evaluating it inline at one index
   // Kernels in run order: node ids of their roots. A node the backward recomputes
-  // (rematerialize.hpp) has a second kernel, its recompute entry, after the forward's.
+  // (retention.hpp) has a second kernel, its recompute entry, after the forward's.
   std::array<int, 2 * N> kernels{};
   std::array<bool, 2 * N> is_recompute{};
   int kernel_count = 0;
@@ -28,7 +30,7 @@ struct plan_data {
   // A sum over a batch axis of a matmul that nothing else reads, run as one GEMM that
   // accumulates over that axis (summed_gemm_child): the matmul gets no buffer.
   std::array<bool, N> sums_gemm{};
-  // Lifetimes (split_lifetimes). With recompute entries (rematerialize.hpp) a run decides
+  // Lifetimes (split_lifetimes). With recompute entries (retention.hpp) a run decides
   // which of them execute, and a recomputed value lives twice:
   int boundary = 0;                    // the first kernel of the backward
   std::array<int, N> recompute_entry{};     // node i's recompute kernel, or -1
@@ -56,7 +58,7 @@ constexpr int gemm_operand_base(const std::array<node_info, N>& table, int id) {
 template <std::size_t N>
 constexpr int gemm_operand_memory(const std::array<node_info, N>& table, const std::array<bool, N>& stored, int id) {
   id = gemm_operand_base(table, id);
-  while (!stored[id] && table[id].kind == op_kind::view && table[id].is_reshape) id = table[id].children[0];
+  while (!stored[id] && table[id].is_reshape) id = table[id].children[0];
   return id;
 }
 
@@ -70,7 +72,9 @@ constexpr int summed_gemm_child(const std::array<node_info, N>& table, const std
   if (table[id].summed_axis < 0) return -1;
   const int child = table[id].children[0];
   const bool batch_axis = table[id].summed_axis < table[child].rank - 2;
-  return table[child].kind == op_kind::matmul && batch_axis && parents[child] == 1 && !keep[child] ? child : -1;
+  return kernel_form_of(table[child].kind) == kernel_form::gemm && batch_axis && parents[child] == 1 && !keep[child]
+             ? child
+             : -1;
 }
 
 /// Calls f(id) once for each stored node that the kernel of `root` reads: its inline tree
@@ -86,7 +90,7 @@ constexpr void for_each_read(const std::array<node_info, N>& table, const plan_d
   const int gemm = plan.sums_gemm[root] ? table[root].children[0] : root;
   for (int c = 0; c < table[gemm].child_count; ++c) {
     int child = table[gemm].children[c];
-    if (table[gemm].kind == op_kind::matmul) child = plan.gemm_base[child];
+    if (kernel_form_of(table[gemm].kind) == kernel_form::gemm) child = plan.gemm_base[child];
     stack[top++] = child;
   }
   while (top > 0) {
@@ -138,7 +142,7 @@ constexpr void split_lifetimes(const std::array<node_info, N>& table, const std:
     (plan.is_recompute[k] ? plan.recompute_entry[root] : plan.kernel_of[root]) = k;
     for_each_read(table, plan, root, [&](int id) {  // kernels are walked in run order
       if (plan.is_recompute[k]) {
-        if (table[id].kind == op_kind::input) return;
+        if (is_leaf(table[id].kind)) return;
         if (plan.recompute_read_count == int(2 * N)) throw "luminal: too many reads by recompute kernels";
         plan.recompute_reads[plan.recompute_read_count++] = {k, id};
       } else {
@@ -157,9 +161,7 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
   plan_data<N, NumOutputs> plan;
   for (int id : outputs) plan.is_output[id] = true;
   for (std::size_t i = 0; i < N; ++i) {
-    auto kind = table[i].kind;
-    plan.stored[i] = plan.is_output[i] || force_stored[i] || kind == op_kind::input ||
-                     kind == op_kind::reduce || kind == op_kind::matmul || kind == op_kind::opaque;
+    plan.stored[i] = plan.is_output[i] || force_stored[i] || !fuses(table[i].kind);  // leaves and boundaries
     plan.gemm_base[i] = -1;
   }
   if (sums_gemm_batches) {
@@ -178,16 +180,16 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
   }
   // GEMM reads memory: the memory of each operand chain must be stored.
   for (std::size_t i = 0; i < N; ++i) {
-    if (table[i].kind != op_kind::matmul) continue;
+    if (kernel_form_of(table[i].kind) != kernel_form::gemm) continue;
     for (int k = 0; k < 2; ++k) {
       int memory = gemm_operand_memory(table, plan.stored, table[i].children[k]);
       plan.stored[memory] = true;
       plan.gemm_base[table[i].children[k]] = memory;
     }
   }
-  // An opaque op (its own kernel: an exchange, a quantized matmul) reads whole buffers.
+  // An op with a kernel of its own (an exchange, a quantized matmul) reads whole buffers.
   for (std::size_t i = 0; i < N; ++i)
-    if (table[i].kind == op_kind::opaque)
+    if (kernel_form_of(table[i].kind) == kernel_form::own)
       for (int k = 0; k < table[i].child_count; ++k) plan.stored[table[i].children[k]] = true;
   // Fan-out: children come first in the table, so one forward pass sees final costs.
   for (std::size_t i = 0; i < N; ++i)
@@ -199,18 +201,16 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
       cost += plan.stored[child] ? 1 : plan.inline_cost[child];
     }
     plan.inline_cost[i] = cost;
-    bool fusable = table[i].kind == op_kind::map || table[i].kind == op_kind::view ||
-                   table[i].kind == op_kind::gather;
     // Stored when evaluated more than once per element: by several parents, or by an
     // expand that shows each element many times (a max pool's gradient, spread back over
     // each window, would otherwise recompute the gradient that reaches the window).
-    if (fusable && plan.reads[i] > 1 && cost > fanout_recompute_limit) {
+    if (fuses(table[i].kind) && plan.reads[i] > 1 && cost > fanout_recompute_limit) {
       plan.stored[i] = true;
       plan.inline_cost[i] = 1;
     }
   }
   for (std::size_t i = 0; i < N; ++i)
-    if (plan.stored[i] && table[i].kind != op_kind::input) plan.kernels[plan.kernel_count++] = int(i);
+    if (plan.stored[i] && !is_leaf(table[i].kind)) plan.kernels[plan.kernel_count++] = int(i);
   split_lifetimes(table, outputs, plan);  // kernel_of and the lifetimes
   return plan;
 }
@@ -223,17 +223,14 @@ constexpr auto make_plan(const std::array<node_info, N>& table, const std::array
 /// (Dim{-1}: unknown). A backward kernel may so join the forward's loops, as the mask a
 /// gradient keeps joins the loop of the value it masks: it then counts as the forward's
 /// (split_lifetimes), and what it makes is kept. Unless `backward_stays_behind`: a
-/// retention budget (rematerialize.hpp) must be able to recompute every value the forward
+/// retention budget (retention.hpp) must be able to recompute every value the forward
 /// keeps, and a backward value is no forward value it can recompute. The lifetimes are
 /// split again when a kernel moved.
 template <std::size_t N, std::size_t NumOutputs>
 constexpr void hoist_into_groups(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs,
                                  const std::array<Dim, N>& counts, plan_data<N, NumOutputs>& plan,
                                  bool backward_stays_behind) {
-  auto elementwise = [&](int id) {
-    auto kind = table[id].kind;
-    return (kind == op_kind::map || kind == op_kind::view || kind == op_kind::gather) && table[id].rank > 0;
-  };
+  auto elementwise = [&](int id) { return fuses(table[id].kind) && table[id].rank > 0; };
   std::array<int, N> position{};
   for (auto& p : position) p = -1;
   for (int k = 0; k < plan.kernel_count; ++k) position[plan.kernels[k]] = k;
@@ -261,48 +258,5 @@ constexpr void hoist_into_groups(const std::array<node_info, N>& table, const st
   if (moved) split_lifetimes(table, outputs, plan);  // make_plan's still hold otherwise
 }
 
-/// The retention set of a program whose first output is the forward value and whose
-/// other outputs (gradients) form the backward: forward nodes that a backward-only node
-/// reads directly, or, for a view it reads, the value under the view. Leaves are never retained (they are bound), nor values computed from
-/// constants, extents and iota alone.
-template <std::size_t N, std::size_t NumOutputs>
-constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& table,
-                                            const std::array<int, NumOutputs>& outputs) {
-  std::array<bool, N> retained{};
-  if (NumOutputs < 2) return retained;
-  // A value that no input reaches (a broadcast zero, a mask of iotas) is as cheap to
-  // recompute as the constants it is made of: never worth a buffer.
-  std::array<bool, N> from_input{};
-  for (std::size_t i = 0; i < N; ++i) {
-    from_input[i] = table[i].kind == op_kind::input;
-    for (int k = 0; k < table[i].child_count; ++k) from_input[i] = from_input[i] || from_input[table[i].children[k]];
-  }
-  auto forward = reachable_from(table, outputs[0]);
-  std::array<bool, N> backward{};
-  for (std::size_t o = 1; o < NumOutputs; ++o) {
-    auto reached = reachable_from(table, outputs[o]);
-    for (std::size_t i = 0; i < N; ++i) backward[i] = backward[i] || (reached[i] && !forward[i]);
-  }
-  for (std::size_t j = 0; j < N; ++j)
-    if (backward[j])
-      for (int k = 0; k < table[j].child_count; ++k) {
-        int i = table[j].children[k];
-        if (!forward[i]) continue;
-        // A view is kept as the value it shows: the backward reads that value through the
-        // view's index map, and the forward writes it in its own loop order (a pool's
-        // input is kept as the activation, not copied out window by window). So is an
-        // identity map (a custom rule's node, stop_gradient: cost 0), not copied out.
-        auto shows_child = [&](int id) {
-          return table[id].child_count == 1 &&
-                 (table[id].kind == op_kind::view || (table[id].kind == op_kind::map && table[id].cost == 0));
-        };
-        while (shows_child(i)) i = table[i].children[0];
-        if (from_input[i] && table[i].kind != op_kind::input) retained[i] = true;
-      }
-  return retained;
-}
 }  // namespace detail
-
-
-
 }  // namespace luminal

@@ -46,20 +46,19 @@ struct kernel_loop {
 template <class P, class Layout, int K>
 consteval kernel_loop kernel_loop_of() {
   constexpr int root = Layout::plan.kernels[K];
-  constexpr op_kind kind = Layout::table[root].kind;
-  using eval = evaluator<P>;
+  constexpr kernel_form form = kernel_form_of(Layout::table[root].kind);
   kernel_loop loop;
-  if constexpr (kind == op_kind::reduce) {
+  if constexpr (form == kernel_form::reduction) {
     loop.per_output = reduce_kernel<P, root>::axis >= reduce_kernel<P, root>::row;
     loop.reduce_axis = int(reduce_kernel<P, root>::axis);
-  } else if constexpr (kind != op_kind::matmul && kind != op_kind::opaque) {
+  } else if constexpr (form == kernel_form::elementwise) {
     using where = iteration<P, root>;
     constexpr int it = where::it;
     loop.it = where::loop;
     loop.split = where::split >= 0 && !where::merges;  // a merging reshape's input is "the reshape's input"
     loop.permute = where::permute;
     if constexpr (where::permute < 0) loop.flat = detail::evaluates_flat<P, it, it == root>::value;
-    loop.row = int(row_axis(typename eval::template node_t<where::loop>::static_extents{}));
+    loop.row = int(row_axis(typename node_at<typename P::nodes, where::loop>::static_extents{}));
 #ifdef LUMINAL_VECTOR_WIDTHS
     loop.wide = elementwise_kernel<P, root>::arithmetic_bound;
     loop.narrow = !loop.wide && elementwise_kernel<P, root>::short_blocks;
@@ -70,7 +69,7 @@ consteval kernel_loop kernel_loop_of() {
 
 template <class Layout, std::size_t... K>
 consteval std::array<kernel_loop, sizeof...(K)> kernel_loops(std::index_sequence<K...>) {
-  return {kernel_loop_of<flat::program_of<Layout>, Layout, int(K)>()...};
+  return {kernel_loop_of<flat::graph_of<Layout>, Layout, int(K)>()...};
 }
 
 /// One block per kernel, in run order:
@@ -127,8 +126,8 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
         r.reads.push_back(id);
         continue;
       }
-      r.views += table[id].kind == op_kind::view;
-      r.maps += table[id].kind == op_kind::map;
+      r.views += child_reads_of(table[id].kind) == child_reads::remapped;
+      r.maps += child_reads_of(table[id].kind) == child_reads::same_place;
       for (int c = 0; c < table[id].child_count; ++c) stack.push_back(table[id].children[c]);
     }
     return r;
@@ -139,7 +138,8 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
     const kernel_loop& loop = loops[K];
     out += "kernel " + std::to_string(K) + ": ";
     double flops = 0;
-    if (table[root].kind == op_kind::matmul || plan.sums_gemm[root]) {
+    const kernel_form form = kernel_form_of(table[root].kind);
+    if (form == kernel_form::gemm || plan.sums_gemm[root]) {
       const int gemm = plan.sums_gemm[root] ? table[root].children[0] : root;
       int a = table[gemm].children[0], r = table[gemm].rank;
       double m = double(dims[gemm * max_rank + r - 2]), n = double(dims[gemm * max_rank + r - 1]);
@@ -155,9 +155,9 @@ std::string describe_kernels(const std::vector<index_t>& dims, const std::vector
                       m, n, k, batches, axis, double(dims[gemm * max_rank + axis]));
       }
       out += text;
-    } else if (table[root].kind == op_kind::opaque) {
-      out += "the op's own kernel";
-    } else if (table[root].kind == op_kind::reduce) {
+    } else if (form == kernel_form::own) {
+      out += "the op's own kernel: " + labels[std::size_t(root)];
+    } else if (form == kernel_form::reduction) {
       int child = table[root].children[0];
       out += "reduction over axis " + std::to_string(loop.reduce_axis) + " of " + extents_text(child) +
              (loop.per_output ? ", a loop over the reduced axis per output"

@@ -23,7 +23,7 @@ std::string to_dot(Outputs...) {
     bool is_output = false;
     for (int id : outputs) is_output = is_output || id == int(i);
     dot << "  n" << i << " [label=\"" << detail::format_label(labels[i], "\\n") << "\"";
-    if (table[i].kind == op_kind::input) dot << ", shape=ellipse";
+    if (is_leaf(table[i].kind)) dot << ", shape=ellipse";
     if (is_output) dot << ", style=bold";
     dot << "];\n";
     for (int k = 0; k < table[i].child_count; ++k) dot << "  n" << table[i].children[k] << " -> n" << i << ";\n";

@@ -10,14 +10,15 @@
 //
 // The split into two programs happens at compile time. The reverse pass of the block's
 // outputs, seeded with cotangent inputs, gives gradient expressions that share nodes with
-// the forward graph. The backward recomputes elementwise maps and views: a node the
+// the forward graph. The backward recomputes what fuses (maps, views, gathers): a node the
 // gradients read is recomputed from the leaves and from the nearest values under it that
-// are not maps or views (a matmul, a reduction, a gather). Those values are "cut": the
-// forward program computes them as extra outputs, the tape keeps them, and in the backward
-// graph each becomes an input leaf "tape.saved.NNN". So a GELU between two matmuls keeps
-// the first matmul's output only, not the five intermediates of its formula, and a
-// softmax keeps the scores and two row reductions: the forward writes fewer tensors, the
-// tape holds less, and the backward recomputes a few cheap maps in the loops that read them.
+// do not fuse (a matmul, a reduction, an opaque op), by the rule plan/retention.hpp owns.
+// Those values are "cut": the forward program computes them as extra outputs, the tape
+// keeps them, and in the backward graph each becomes an input leaf "tape.saved.NNN". So a
+// GELU between two matmuls keeps the first matmul's output only, not the five
+// intermediates of its formula, and a softmax keeps the scores and two row reductions:
+// the forward writes fewer tensors, the tape holds less, and the backward recomputes a
+// few cheap maps in the loops that read them.
 #pragma once
 #include <boost/mp11/algorithm.hpp>
 #include <memory>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "../grad/reverse.hpp"
+#include "../plan/retention.hpp"
 #include "../ops/all.hpp"
 #include "../runtime/program.hpp"
 
@@ -57,69 +59,9 @@ consteval auto numbered_name() {
   return out;
 }
 
-template <class L, class N>
-inline constexpr bool contains_node = contains<L, N>::value;
-
-/// Whether a node is as cheap to recompute in the backward program as to load: leaves,
-/// and views and elementwise maps of cheap nodes (a transposed weight, a causal mask).
-template <class N>
-constexpr bool cheap_to_recompute() {
-  if constexpr (N::kind == op_kind::input || N::kind == op_kind::constant || N::kind == op_kind::extent ||
-                N::kind == op_kind::iota) {
-    return true;
-  } else if constexpr (N::kind == op_kind::view || N::kind == op_kind::map) {
-    return []<class... C>(boost::mp11::mp_list<C...>) { return (cheap_to_recompute<C>() && ...); }(
-        typename N::children{});
-  } else {
-    return false;
-  }
-}
-
-/// The values node N is recomputed from, besides leaves: nothing when N is cheap, N
-/// itself when it is neither a map nor a view, and otherwise those of its children.
-template <class N>
-struct recomputed_from;
-template <class N>
-using recomputed_from_t = typename recomputed_from<N>::type;
-template <class N>
-struct recomputed_from {
-  static constexpr auto pick() {
-    if constexpr (cheap_to_recompute<N>())
-      return boost::mp11::mp_list<>{};
-    else if constexpr (N::kind == op_kind::view || N::kind == op_kind::map)
-      return boost::mp11::mp_unique<boost::mp11::mp_apply<
-          boost::mp11::mp_append,
-          boost::mp11::mp_push_front<boost::mp11::mp_transform<recomputed_from_t, typename N::children>,
-                                     boost::mp11::mp_list<>>>>{};
-    else
-      return boost::mp11::mp_list<N>{};
-  }
-  using type = decltype(pick());
-};
-
-/// The forward nodes the backward loads: for each forward node the gradient expressions
-/// Grads read (a child of a backward-only node, or a gradient itself), the values it is
-/// recomputed from. Forward order, each once.
-template <class Forward, class Grads>
-struct cut_points {
-  using backward_nodes = boost::mp11::mp_apply<topo_nodes, Grads>;
-  template <class M>
-  using read_by_backward = boost::mp11::mp_eval_if_c<contains_node<Forward, M>, boost::mp11::mp_list<>,
-                                                     boost::mp11::mp_identity_t, typename M::children>;
-  using readers = boost::mp11::mp_apply<boost::mp11::mp_append,
-                                        boost::mp11::mp_push_front<boost::mp11::mp_transform<read_by_backward, backward_nodes>, Grads>>;
-  template <class M>
-  using sources_of = boost::mp11::mp_eval_if_c<!contains_node<Forward, M>, boost::mp11::mp_list<>, recomputed_from_t, M>;
-  using sources = boost::mp11::mp_apply<boost::mp11::mp_append,
-                                        boost::mp11::mp_push_front<boost::mp11::mp_transform<sources_of, readers>, boost::mp11::mp_list<>>>;
-  template <class N>
-  using is_cut = std::bool_constant<contains_node<sources, N>>;
-  using type = boost::mp11::mp_filter<is_cut, Forward>;
-};
-
 /// Node N of the backward graph with every node of Kept replaced by the leaf
 /// "tape.saved.<its position in Kept>".
-template <class N, class Kept, bool IsKept = contains_node<Kept, N>>
+template <class N, class Kept, bool IsKept = contains<Kept, N>::value>
 struct substitute {
   using type = N;  // leaves and constants stay
 };
@@ -139,8 +81,8 @@ struct substitute<N, Kept, false> {
 };
 
 template <class N>
-struct is_float_parameter : std::bool_constant<N::kind == op_kind::input && floating_element<typename N::value_type> &&
-                                               requires { requires N::role == leaf_role::parameter; }> {};
+struct is_float_parameter
+    : std::bool_constant<luminal::is_parameter_leaf<N>::value && floating_element<typename N::value_type>> {};
 
 /// Sum over outputs of <output, cotangent>: one scalar whose gradient is the vjp of all
 /// outputs at once.
@@ -191,7 +133,7 @@ class block final : public block_interface<B> {
   }
   struct is_output_q {
     template <class N>
-    using fn = std::bool_constant<detail::contains_node<Outputs, N>>;
+    using fn = std::bool_constant<detail::contains<Outputs, N>::value>;
   };
   template <class... N>
   using program_for = program<B, retention_policy::store_all, N...>;
@@ -317,7 +259,7 @@ class block final : public block_interface<B> {
   template <class Program, std::size_t K>
   static constexpr bool writes_output() {
     constexpr auto& ids = Program::output_ids;
-    if (Program::template output_node<K>::kind == op_kind::input) return false;
+    if (is_leaf(Program::template output_node<K>::kind)) return false;
     for (std::size_t j = 0; j < K; ++j)
       if (ids[j] == ids[K]) return false;
     return true;
@@ -403,7 +345,7 @@ auto compile_block(Out, Wrt...) {
     else return boost::mp11::mp_rename<Out, boost::mp11::mp_list>{};
   }());
   static_assert(boost::mp11::mp_size<outputs>::value >= 1, "luminal: compile_block needs at least one output");
-  static_assert(((Wrt::kind == op_kind::input && floating_element<typename Wrt::value_type>) && ...),
+  static_assert(((is_leaf(Wrt::kind) && floating_element<typename Wrt::value_type>) && ...),
                 "luminal: compile_block differentiates with respect to floating-point input<> leaves only");
   return std::make_unique<block<B, Prefix, outputs, boost::mp11::mp_list<std::remove_cvref_t<Wrt>...>>>();
 }

@@ -12,32 +12,16 @@
 
 #include "../core/graph.hpp"
 #include "../exec/kernel_groups.hpp"
-#include "../core/node.hpp"
+#include "../plan/retention.hpp"
 
 namespace luminal::detail {
 
-/// Whether the update program computes gradient G itself, from the leaves it reads, rather
-/// than reading it from the gradient program: G holds no kernel boundary (a reduction, a
-/// GEMM, a gather, an exchange), only leaves, constants and their maps and views. Such a
-/// gradient costs a few operations per element, and a leaf could not be an output anyway.
-///
-/// A trait per node, whose children's answers GCC keeps: every gradient shares the nodes
-/// of the forward pass and most of the backward, and a walk of each gradient's graph
-/// (topo_nodes) was a walk of the whole program per parameter.
-template <class N>
-struct recomputed_by_update;
-template <class Children>
-struct all_recomputed_by_update;
-template <class... C>
-struct all_recomputed_by_update<boost::mp11::mp_list<C...>>
-    : std::bool_constant<(recomputed_by_update<C>::value && ...)> {};
-template <class N>
-struct recomputed_by_update
-    : std::bool_constant<(N::kind == op_kind::input || N::kind == op_kind::constant || N::kind == op_kind::extent ||
-                          N::kind == op_kind::iota || N::kind == op_kind::map || N::kind == op_kind::view) &&
-                         all_recomputed_by_update<typename N::children>::value> {};
+/// Whether the update program reads gradient G from the gradient program rather than
+/// computing it itself: it does unless G recomputes from the leaves the update reads
+/// (plan/retention.hpp: leaves, constants, and what fuses over them). Such a gradient
+/// costs a few operations per element, and a leaf could not be an output anyway.
 template <class G>
-using is_handed_over = std::bool_constant<!recomputed_by_update<G>::value>;
+using is_handed_over = std::bool_constant<!recomputes_from_leaves<G>::value>;
 
 /// The input through which the update program reads parameter P's gradient: "grad.<name>".
 template <class P>
@@ -78,7 +62,7 @@ constexpr std::array<bool, sizeof...(L)> slots_updated_in_place(boost::mp11::mp_
     depends[std::size_t(leaf)] = true;
     for (std::size_t id = 0; id < n; ++id) {  // children come before their parents
       for (int c = 0; c < table[id].child_count; ++c) depends[id] = depends[id] || depends[table[id].children[c]];
-      safe = safe && (!depends[id] || int(id) == leaf || table[id].kind == op_kind::map);
+      safe = safe && (!depends[id] || int(id) == leaf || child_reads_of(table[id].kind) == child_reads::same_place);
     }
     out[i] = safe;
   }

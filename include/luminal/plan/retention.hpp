@@ -1,10 +1,20 @@
-// Rematerialization: which forward values stay in memory until the backward reads them,
-// and which the backward computes again. The plan gets a second, conditional kernel (a
-// recompute entry) for every forward buffer whose recomputation could lower what is kept;
-// once per set of extents, a run picks which of those execute (choose_recomputation), and
-// the arena gives a recomputed buffer two lifetimes at one address (arena.hpp).
+// What the backward keeps: one owner for every program that has a backward. The forward
+// values a backward reads are kept (retention_set), or, under a retention policy, computed
+// again: the fusing ones inside the backward's kernels (recompute_elementwise), or, under
+// a budget, any the forward computed, by a second, conditional kernel (a recompute entry)
+// that a run picks once per set of extents (choose_recomputation), the arena giving a
+// recomputed buffer two lifetimes at one address (arena.hpp). A block (tape/block.hpp)
+// keeps the values its backward program cannot compute from leaves by fusing
+// (cut_points), and a training step's update computes the gradients it can so compute
+// itself (recomputes_from_leaves): both by the rule of op_facts.hpp that the plan fuses by.
+//
+//     constexpr auto retained = detail::retention_set(table, outputs);
+//     constexpr auto plan =
+//         detail::plan_with_retention<retention_policy::budget{1 << 20}>(table, outputs, retained, counts, false);
+//     using kept = detail::cut_points<forward_nodes, gradients>::type;   // a block's saved values
 #pragma once
 #include <algorithm>
+#include <boost/mp11/algorithm.hpp>
 #include <cstddef>
 #include <string>
 #include <tuple>
@@ -19,15 +29,15 @@ namespace luminal {
 
 /// How the values the backward needs from the forward are kept.
 ///  - store_all: every value the backward reads gets a buffer (the default; least work);
-///  - recompute_elementwise: retained elementwise values are recomputed inside the
-///    backward's fused kernels from stored ones (matmul and reduction results);
+///  - recompute_elementwise: retained values that fuse are recomputed inside the
+///    backward's kernels from stored ones (matmul and reduction results);
 ///  - budget{bytes}: for each set of extents, the forward's buffers that stay live into
 ///    the backward take at most `bytes`; the backward runs the forward's kernels again
 ///    (GEMMs included) for the others, choosing the set that recomputes the fewest FLOPs.
 ///
 ///     auto step = compile_train_step<host, retention_policy::budget{16 << 20}>(loss, adam{});
 ///     step.run();
-///     step.gradient_program().retained_bytes();    // <= 16 MiB
+///     step.gradient_program().retained_bytes();    // at most the budget
 ///     step.gradient_program().recomputed_flops();  // the price
 struct retention_policy {
   enum class mode { store_all, recompute_elementwise, budget };
@@ -47,6 +57,109 @@ inline constexpr retention_policy retention_policy::recompute_elementwise{retent
 
 namespace detail {
 
+/// The retention set of a program whose first output is the forward value and whose
+/// other outputs (gradients) form the backward: forward nodes that a backward-only node
+/// reads directly, or, for a view it reads, the value under the view. Leaves are never
+/// retained (they are bound), nor values computed from constants, extents and iota alone.
+template <std::size_t N, std::size_t NumOutputs>
+constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& table,
+                                            const std::array<int, NumOutputs>& outputs) {
+  std::array<bool, N> retained{};
+  if (NumOutputs < 2) return retained;
+  // A value that no input reaches (a broadcast zero, a mask of iotas) is as cheap to
+  // recompute as the constants it is made of: never worth a buffer.
+  std::array<bool, N> from_input{};
+  for (std::size_t i = 0; i < N; ++i) {
+    from_input[i] = is_leaf(table[i].kind);
+    for (int k = 0; k < table[i].child_count; ++k) from_input[i] = from_input[i] || from_input[table[i].children[k]];
+  }
+  auto forward = reachable_from(table, outputs[0]);
+  std::array<bool, N> backward{};
+  for (std::size_t o = 1; o < NumOutputs; ++o) {
+    auto reached = reachable_from(table, outputs[o]);
+    for (std::size_t i = 0; i < N; ++i) backward[i] = backward[i] || (reached[i] && !forward[i]);
+  }
+  for (std::size_t j = 0; j < N; ++j)
+    if (backward[j])
+      for (int k = 0; k < table[j].child_count; ++k) {
+        int i = table[j].children[k];
+        if (!forward[i]) continue;
+        // A view is kept as the value it shows: the backward reads that value through the
+        // view's index map, and the forward writes it in its own loop order (a pool's
+        // input is kept as the activation, not copied out window by window). So is an
+        // identity map (a custom rule's node, stop_gradient: cost 0), not copied out.
+        while (table[i].child_count == 1 && shows_child(table[i].kind, table[i].cost)) i = table[i].children[0];
+        if (from_input[i] && !is_leaf(table[i].kind)) retained[i] = true;
+      }
+  return retained;
+}
+
+/// Whether node N is computed again from leaves alone as cheaply as it would be loaded:
+/// a leaf, or a node that fuses (op_facts.hpp) over such nodes (a transposed weight, a
+/// causal mask, rows of an embedding table picked by token ids). A block's backward
+/// recomputes such values rather than keeping them, and a training step's update computes
+/// such a gradient itself rather than reading it from the gradient program.
+///
+/// A class per node whose children's answers the compiler keeps: every gradient shares
+/// the nodes of the forward pass and most of the backward.
+template <class N>
+struct recomputes_from_leaves;
+template <class Children>
+struct all_recompute_from_leaves;
+template <class... C>
+struct all_recompute_from_leaves<boost::mp11::mp_list<C...>>
+    : std::bool_constant<(recomputes_from_leaves<C>::value && ...)> {};
+template <class N>
+struct recomputes_from_leaves
+    : std::bool_constant<cheap_to_recompute(N::kind) && all_recompute_from_leaves<typename N::children>::value> {};
+
+/// The values a backward computes node N from, besides leaves, where it recomputes what
+/// fuses: nothing when N recomputes from leaves, N itself when it does not fuse (a
+/// reduction, a matmul, an opaque op), and otherwise those of its children.
+template <class N>
+struct recomputed_from;
+template <class N>
+using recomputed_from_t = typename recomputed_from<N>::type;
+template <class N>
+struct recomputed_from {
+  static constexpr auto pick() {
+    if constexpr (recomputes_from_leaves<N>::value)
+      return boost::mp11::mp_list<>{};
+    else if constexpr (fuses(N::kind))
+      return boost::mp11::mp_unique<boost::mp11::mp_apply<
+          boost::mp11::mp_append,
+          boost::mp11::mp_push_front<boost::mp11::mp_transform<recomputed_from_t, typename N::children>,
+                                     boost::mp11::mp_list<>>>>{};
+    else
+      return boost::mp11::mp_list<N>{};
+  }
+  using type = decltype(pick());
+};
+
+/// A block's cut: the forward nodes (Forward, a topo_nodes list) that its backward
+/// program, the gradient expressions Grads, loads rather than recomputes. For each forward
+/// node the backward reads (a child of a backward-only node, or a gradient itself), the
+/// values it is recomputed from (recomputed_from): what the plan fuses, the backward
+/// recomputes; what it keeps apart in a kernel of its own, the block keeps. Forward order,
+/// each once.
+template <class Forward, class Grads>
+struct cut_points {
+  using backward_nodes = boost::mp11::mp_apply<topo_nodes, Grads>;
+  template <class M>
+  using read_by_backward = boost::mp11::mp_eval_if_c<contains<Forward, M>::value, boost::mp11::mp_list<>,
+                                                     boost::mp11::mp_identity_t, typename M::children>;
+  using readers = boost::mp11::mp_apply<
+      boost::mp11::mp_append, boost::mp11::mp_push_front<boost::mp11::mp_transform<read_by_backward, backward_nodes>, Grads>>;
+  template <class M>
+  using sources_of = boost::mp11::mp_eval_if_c<!contains<Forward, M>::value, boost::mp11::mp_list<>, recomputed_from_t, M>;
+  using sources = boost::mp11::mp_apply<
+      boost::mp11::mp_append,
+      boost::mp11::mp_push_front<boost::mp11::mp_transform<sources_of, readers>, boost::mp11::mp_list<>>>;
+  template <class N>
+  using is_cut = std::bool_constant<contains<sources, N>::value>;
+  using type = boost::mp11::mp_filter<is_cut, Forward>;
+};
+
 /// Whether node i's buffer is the forward's to keep or recompute: a forward kernel makes
 /// it and it is not an output (outputs are the caller's).
 template <std::size_t N, std::size_t NumOutputs>
@@ -63,9 +176,8 @@ constexpr plan_data<N, NumOutputs> add_recompute_entries(const std::array<node_i
                                                          const plan_data<N, NumOutputs>& plan) {
   if (NumOutputs < 2) return plan;
   const auto forward = reachable_from(table, outputs[0]);
-  auto recomputable = [&](int id) {
-    auto kind = table[id].kind;
-    return forward[id] && plan.stored[id] && kind != op_kind::input && kind != op_kind::opaque && !plan.is_output[id];
+  auto can_recompute = [&](int id) {
+    return forward[id] && plan.stored[id] && recomputable(table[id].kind) && !plan.is_output[id];
   };
   // first_reader: the first backward kernel reading a node; a candidate runs before it,
   // and before the recompute entry of any candidate that reads it.
@@ -75,10 +187,10 @@ constexpr plan_data<N, NumOutputs> add_recompute_entries(const std::array<node_i
     for_each_read(table, plan, plan.kernels[k], [&](int id) { first_reader[id] = k; });
   std::array<bool, N> candidate{};
   for (int i = int(N) - 1; i >= 0; --i) {
-    if (!candidate[i] && !(plan.backward_last_use[i] >= 0 && recomputable(i))) continue;
+    if (!candidate[i] && !(plan.backward_last_use[i] >= 0 && can_recompute(i))) continue;
     candidate[i] = true;
     for_each_read(table, plan, i, [&](int id) {
-      if (!recomputable(id)) return;
+      if (!can_recompute(id)) return;
       candidate[id] = true;
       first_reader[id] = first_reader[i] < first_reader[id] ? first_reader[i] : first_reader[id];
     });
@@ -100,6 +212,27 @@ constexpr plan_data<N, NumOutputs> add_recompute_entries(const std::array<node_i
   return out;
 }
 
+/// The plan of a program whose first output is the forward value and whose other outputs
+/// (gradients) form the backward, with what the backward keeps decided by Policy:
+/// store_all stores the retention set `retained` (retention_set), recompute_elementwise
+/// only what does not fuse, and a budget stores the retention set but keeps every
+/// backward kernel behind the forward and adds the recompute entries a run picks from.
+/// `counts`: each node's element count (hoist_into_groups); `sums_gemm_batches`: see
+/// make_plan.
+template <retention_policy Policy, std::size_t N, std::size_t NumOutputs>
+constexpr plan_data<N, NumOutputs> plan_with_retention(const std::array<node_info, N>& table,
+                                                       const std::array<int, NumOutputs>& outputs,
+                                                       const std::array<bool, N>& retained,
+                                                       const std::array<Dim, N>& counts, bool sums_gemm_batches) {
+  constexpr bool budget = Policy.kind == retention_policy::mode::budget;
+  auto planned = make_plan(
+      table, outputs, Policy.kind == retention_policy::mode::recompute_elementwise ? std::array<bool, N>{} : retained,
+      sums_gemm_batches);
+  hoist_into_groups(table, outputs, counts, planned, budget);
+  if constexpr (budget) return add_recompute_entries(table, outputs, planned);
+  else return planned;
+}
+
 /// The FLOPs of the kernel computing node `id` for the given extents: 2 m n k per GEMM,
 /// otherwise the node's inline cost (the scalar work of its fused tree) per element it
 /// evaluates (for a reduction, per element of its input).
@@ -113,11 +246,11 @@ double kernel_flops(const std::array<node_info, N>& table, const plan_data<N, Nu
   };
   const int gemm = plan.sums_gemm[id] ? table[id].children[0] : id;  // a GEMM summed over a batch axis
   const node_info& info = table[gemm];
-  if (info.kind == op_kind::matmul) {
+  if (kernel_form_of(info.kind) == kernel_form::gemm) {
     int a = info.children[0];
     return 2 * elements(gemm) * double(dims[std::size_t(a) * max_rank + std::size_t(table[a].rank - 1)]);
   }
-  if (info.kind == op_kind::reduce) return elements(info.children[0]) * plan.inline_cost[id];
+  if (kernel_form_of(info.kind) == kernel_form::reduction) return elements(info.children[0]) * plan.inline_cost[id];
   return elements(id) * plan.inline_cost[id];
 }
 
@@ -233,7 +366,7 @@ struct buffer_span {
 template <std::size_t N, std::size_t NumOutputs>
 constexpr std::size_t arena_buffer_count(const std::array<node_info, N>& table, const plan_data<N, NumOutputs>& plan) {
   std::size_t count = 0;
-  for (std::size_t i = 0; i < N; ++i) count += plan.stored[i] && table[i].kind != op_kind::input;
+  for (std::size_t i = 0; i < N; ++i) count += plan.stored[i] && !is_leaf(table[i].kind);
   return count;
 }
 /// The buffer_spans of a plan, by node id; program_layout::buffers holds them.
@@ -243,7 +376,7 @@ constexpr std::array<buffer_span, Count> arena_buffers(const std::array<node_inf
   std::array<buffer_span, Count> spans{};
   std::size_t j = 0;
   for (int i = 0; i < int(N); ++i) {
-    if (!plan.stored[i] || table[i].kind == op_kind::input) continue;
+    if (!plan.stored[i] || is_leaf(table[i].kind)) continue;
     const int made = plan.kernel_of[i];
     spans[j++] = {i, made, std::max(made, plan.forward_last_use[i]), plan.backward_last_use[i], plan.recompute_entry[i],
                   is_forward_buffer(plan, i)};
