@@ -8,10 +8,20 @@
 //     char_gpt --layers 4 --checkpoint gpt.safetensors --resume --steps 2000
 //     char_gpt --layers 4 --checkpoint gpt.safetensors --resume --steps 0 --sample 400
 //
+// A checkpoint records the run's settings (model size, context, batch, learning rate,
+// weight decay, seed, the corpus's length). --resume reads the checkpoint's header first:
+// another model (other --layers, --width or tensor names) is refused, and so are other
+// settings unless --allow-changes (each change is then a warning), before anything is
+// read or written, so a refused resume leaves the checkpoint as it was. Every option is
+// range-checked, and a model that would not fit in this machine's memory is refused
+// before it is built.
+//
 // Under mpirun it trains data parallel, unchanged (when built with MPI: luminal::mpi):
 // --batch is the global batch, each rank draws its share of the windows from its own
 // seeded stream, the gradients' mean over the ranks feeds each update, the validation
-// loss is averaged over the ranks, and rank 0 alone prints and writes checkpoints:
+// loss is averaged over the ranks, and rank 0 alone prints and writes checkpoints. The
+// ranks first check that they run with the same settings and corpus: a difference is one
+// error on every rank naming the option and both values.
 //
 //     mpirun -np 2 char_gpt --layers 4 --batch 16 --steps 2000
 #include <unistd.h>
@@ -34,6 +44,7 @@
 #ifdef LUMINAL_EXAMPLE_MPI
 #include <luminal/distributed/mpi.hpp>
 #endif
+#include "example_options.hpp"
 
 using namespace luminal;
 namespace fs = std::filesystem;
@@ -41,6 +52,9 @@ namespace fs = std::filesystem;
 namespace {
 constexpr std::int64_t vocab = 256;       // bytes
 constexpr std::int64_t max_context = 256;  // the position table; --context may be less
+
+constexpr int max_layers = 1000;
+constexpr int max_batch = 65536;
 
 struct options {
   int layers = 4, width = 128, heads = 4, context = 64, batch = 16;
@@ -51,75 +65,94 @@ struct options {
   std::uint64_t seed = 1;
   std::string corpus = "/usr/share/games/fortunes";
   std::string checkpoint, csv, prompt = "\n";
-  bool resume = false, recompute = false;
+  bool resume = false, recompute = false, allow_changes = false;
   int sample = 300;
   double temperature = 0.8;
 };
 
-[[noreturn]] void usage(const char* argv0, const std::string& problem = "") {
-  if (!problem.empty()) std::cerr << "char_gpt: " << problem << "\n\n";
-  std::cerr << "usage: " << argv0
-            << " [--layers L] [--width 128|256] [--heads 4] [--context T] [--batch B]\n"
-               "       [--steps N | --minutes M] [--lr LR] [--weight-decay WD] [--eval-every N]\n"
-               "       [--corpus DIR|FILE] [--checkpoint FILE [--resume]] [--csv FILE] [--seed S]\n"
-               "       [--sample CHARS] [--temperature T] [--prompt TEXT] [--recompute-layers]\n\n"
-               "  --layers       transformer blocks (any number: run time, one compiled block)\n"
-               "  --width        model width: 128 or 256 (compiled in), with --heads 4 (heads of width/4)\n"
-               "  --context      training sequence length, at most 256 (default 64)\n"
-               "  --steps        optimizer steps; default: as many as fit in --minutes (default 10)\n"
-               "  --lr           peak AdamW learning rate, warmed up over 100 steps, cosine-decayed (default 2e-3)\n"
-               "  --corpus       a text file, or a directory whose files are read (default: Debian's fortunes)\n"
-               "  --checkpoint   save parameters + optimizer state here at every evaluation (atomic)\n"
-               "  --resume       continue from --checkpoint\n"
-               "  --csv          write the curve: step, seconds, tokens, train loss, validation loss\n"
-               "  --sample       characters of text to sample at the end (0: none)\n"
-               "  --recompute-layers  keep only each layer's input on the tape and run its forward again in\n"
-               "                 the backward (tape::checkpoint): less memory, one more forward per step\n";
-  std::exit(problem.empty() ? 0 : 2);
-}
+const char* const usage_text =
+    "usage: char_gpt [--layers L] [--width 128|256] [--heads 4] [--context T] [--batch B]\n"
+    "       [--steps N | --minutes M] [--lr LR] [--weight-decay WD] [--eval-every N]\n"
+    "       [--corpus DIR|FILE] [--checkpoint FILE [--resume [--allow-changes]]] [--csv FILE] [--seed S]\n"
+    "       [--sample CHARS] [--temperature T] [--prompt TEXT] [--recompute-layers]\n\n"
+    "  --layers         transformer blocks, 1 to 1000 (run time, one compiled block; default 4)\n"
+    "  --width          model width: 128 or 256 (compiled in), with --heads 4 (heads of width/4)\n"
+    "  --context        training sequence length, 2 to 256 (default 64)\n"
+    "  --batch          windows per step (the global batch under mpirun), 1 to 65536 (default 16)\n"
+    "  --steps          optimizer steps, 0 to 1000000000; default: as many as fit in --minutes\n"
+    "  --minutes        training time when --steps is not given, 0 to 525600 (default 10)\n"
+    "  --lr             peak AdamW learning rate, warmed up over 100 steps, cosine-decayed, in (0, 10] (default 2e-3)\n"
+    "  --weight-decay   AdamW's decoupled weight decay, in [0, 1] (default 0.01)\n"
+    "  --eval-every     steps between validations (and checkpoints), 1 to 1000000000 (default 100)\n"
+    "  --seed           initialization, window and sampling seed, 0 to 2^64-1 (default 1)\n"
+    "  --corpus         a text file, or a directory whose files are read (default: Debian's fortunes)\n"
+    "  --checkpoint     save parameters + optimizer state + the run's settings here at every evaluation (atomic)\n"
+    "  --resume         continue from --checkpoint (same model and settings)\n"
+    "  --allow-changes  resume although settings other than the model's differ (each one is a warning)\n"
+    "  --csv            write the curve: step, seconds, tokens, train loss, validation loss\n"
+    "  --sample         characters of text to sample at the end, 0 to 100000 (0: none; default 300)\n"
+    "  --temperature    sampling temperature, in (0, 100] (default 0.8)\n"
+    "  --prompt         the text the sample continues (not empty; default a newline)\n"
+    "  --recompute-layers  keep only each layer's input on the tape and run its forward again in\n"
+    "                   the backward (tape::checkpoint): less memory, one more forward per step\n"
+    "Environment: LUMINAL_NUM_THREADS (1 to 4 per hardware thread); under mpirun LUMINAL_MPI_TIMEOUT\n"
+    "(seconds a collective waits for the other ranks, 1 to 604800, default 300).\n";
 
 options parse(int argc, char** argv) {
   options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(argv[0], a + " needs a value");
-      return argv[++i];
-    };
-    auto number = [&](auto& out) {
-      std::string v = value();
-      std::istringstream in(v);
-      if (!(in >> out) || !in.eof()) usage(argv[0], a + ": '" + v + "' is not a number");
-    };
-    if (a == "--help" || a == "-h") usage(argv[0]);
-    else if (a == "--layers") number(o.layers);
-    else if (a == "--width") number(o.width);
-    else if (a == "--heads") number(o.heads);
-    else if (a == "--context") number(o.context);
-    else if (a == "--batch") number(o.batch);
-    else if (a == "--steps") number(o.steps);
-    else if (a == "--minutes") number(o.minutes);
-    else if (a == "--lr") number(o.lr);
-    else if (a == "--weight-decay") number(o.weight_decay);
-    else if (a == "--eval-every") number(o.eval_every);
-    else if (a == "--seed") number(o.seed);
-    else if (a == "--corpus") o.corpus = value();
-    else if (a == "--checkpoint") o.checkpoint = value();
-    else if (a == "--resume") o.resume = true;
-    else if (a == "--recompute-layers") o.recompute = true;
-    else if (a == "--csv") o.csv = value();
-    else if (a == "--sample") number(o.sample);
-    else if (a == "--temperature") number(o.temperature);
-    else if (a == "--prompt") o.prompt = value();
-    else usage(argv[0], "unknown option " + a);
+  examples::command_line args("char_gpt", argc, argv, usage_text);
+  while (args.next()) {
+    if (args.is("--help") || args.is("-h")) args.help();
+    else if (args.is("--layers")) o.layers = args.integer(1, max_layers);
+    else if (args.is("--width")) o.width = args.integer(1, 1 << 20);
+    else if (args.is("--heads")) o.heads = args.integer(1, 1 << 20);
+    else if (args.is("--context")) o.context = args.integer(2, int(max_context));
+    else if (args.is("--batch")) o.batch = args.integer(1, max_batch);
+    else if (args.is("--steps")) o.steps = args.integer(0L, 1000000000L);
+    else if (args.is("--minutes")) o.minutes = args.real(0.0, 525600.0);
+    else if (args.is("--lr")) o.lr = args.real(0.0f, 10.0f, examples::interval::open_closed);
+    else if (args.is("--weight-decay")) o.weight_decay = args.real(0.0f, 1.0f);
+    else if (args.is("--eval-every")) o.eval_every = args.integer(1, 1000000000);
+    else if (args.is("--seed")) o.seed = args.integer(std::uint64_t(0), std::numeric_limits<std::uint64_t>::max());
+    else if (args.is("--corpus")) o.corpus = args.text();
+    else if (args.is("--checkpoint")) o.checkpoint = args.text();
+    else if (args.is("--resume")) o.resume = true;
+    else if (args.is("--allow-changes")) o.allow_changes = true;
+    else if (args.is("--recompute-layers")) o.recompute = true;
+    else if (args.is("--csv")) o.csv = args.text();
+    else if (args.is("--sample")) o.sample = args.integer(0, 100000);
+    else if (args.is("--temperature")) o.temperature = args.real(0.0, 100.0, examples::interval::open_closed);
+    else if (args.is("--prompt")) o.prompt = args.text();
+    else args.unknown();
   }
-  if (o.layers < 1) usage(argv[0], "--layers must be at least 1");
-  if (o.context < 2 || o.context > max_context) usage(argv[0], "--context must be in [2, 256]");
-  if (o.batch < 1) usage(argv[0], "--batch must be at least 1");
-  if (o.eval_every < 1) usage(argv[0], "--eval-every must be at least 1");
-  if (o.resume && o.checkpoint.empty()) usage(argv[0], "--resume needs --checkpoint");
-  if (o.prompt.empty()) usage(argv[0], "--prompt must not be empty");
+  if (o.heads != 4) args.fail("--heads: this build has 4 heads compiled in, not " + std::to_string(o.heads));
+  if (o.width != 128 && o.width != 256)
+    args.fail("--width: this build has widths 128 and 256 compiled in, not " + std::to_string(o.width));
+  if (o.resume && o.checkpoint.empty()) args.fail("--resume needs --checkpoint");
+  if (o.allow_changes && !o.resume) args.fail("--allow-changes needs --resume");
+  if (o.prompt.empty()) args.fail("--prompt must not be empty");
   return o;
+}
+
+/// Parameters of the model: embeddings, `layers` blocks (layer norms, attention's four
+/// projections, a 4x MLP), the final norm and the head.
+std::uint64_t parameter_count(const options& o) {
+  const std::uint64_t w = std::uint64_t(o.width), v = std::uint64_t(vocab), t = std::uint64_t(max_context);
+  const std::uint64_t per_layer = 12 * w * w + 13 * w;
+  return v * w + t * w + std::uint64_t(o.layers) * per_layer + 2 * w + w * v + v;
+}
+
+/// The memory a training run needs, roughly: each parameter four times (value, gradient,
+/// AdamW's two moments) and three more while a checkpoint is written, and the tape's
+/// values, per layer and token (measured with width 128: about 10 floats per unit of
+/// width and one per head and position of the context, with some headroom here), fewer
+/// with --recompute-layers.
+std::uint64_t estimated_bytes(const options& o, int ranks) {
+  const std::uint64_t tokens = std::uint64_t(o.batch / std::max(ranks, 1)) * std::uint64_t(o.context);
+  const std::uint64_t w = std::uint64_t(o.width), t = std::uint64_t(o.context), h = std::uint64_t(o.heads);
+  const std::uint64_t per_token_layer = o.recompute ? 4 * w : 4 * (11 * w + 2 * h * t);
+  const std::uint64_t head = 4 * (2 * w + 2 * std::uint64_t(vocab));
+  return 4 * 7 * parameter_count(o) + tokens * (std::uint64_t(o.layers) * per_token_layer + head);
 }
 
 /// The corpus's bytes: a file, or every regular file of a directory (sorted, skipping
@@ -180,11 +213,38 @@ template <std::int64_t Width, std::int64_t Heads>
 int run(const options& opt, communicator& comm) {
   const bool lead = comm.rank() == 0;
   const int ranks = comm.size();
+  // Where results go is checked first, so that a bad path is not noticed at the first
+  // evaluation (and debris of a killed save is removed, whether or not a resume succeeds).
+  examples::on_every_rank(comm, [&] {
+    if (lead && !opt.checkpoint.empty()) examples::prepare_checkpoint(opt.checkpoint);
+    if (lead && !opt.csv.empty()) examples::require_writable(opt.csv, "--csv");
+  });
+  run_settings run("--");  // what defines the run: recorded in checkpoints, compared on resume
+  run.set("layers", opt.layers);
+  run.set("width", opt.width);
+  run.set("heads", opt.heads);
+  run.set("context", opt.context);
+  run.set("batch", opt.batch);
+  run.set("lr", opt.lr);
+  run.set("weight-decay", opt.weight_decay);
+  run.set("seed", opt.seed);
+  if (ranks > 1) {  // every rank runs the same settings, before anything that takes long
+    run_settings agreement = run;
+    agreement.set("steps", opt.steps);
+    agreement.set("minutes", opt.minutes);
+    agreement.set("eval-every", opt.eval_every);
+    agreement.set("resume", opt.resume);
+    agreement.set("allow-changes", opt.allow_changes);
+    agreement.set("recompute-layers", opt.recompute);
+    check_same_settings(agreement, comm);
+  }
   if (opt.batch % ranks != 0)
     throw std::runtime_error("--batch " + std::to_string(opt.batch) + " (the global batch) does not split evenly over " +
                              std::to_string(ranks) + " ranks");
   const int local_batch = opt.batch / ranks;
   const std::string text = read_corpus(opt.corpus);
+  run.set("corpus bytes", text.size(), run_settings::kind::other);  // the data's length
+  if (ranks > 1) check_same_settings(run, comm);
   const std::size_t split = text.size() / 10 * 9;
   const std::string_view train_text(text.data(), split), valid_text(text.data() + split, text.size() - split);
   const double entropy = unigram_entropy(train_text);
@@ -197,15 +257,26 @@ int run(const options& opt, communicator& comm) {
   parameter_optimizer<adamw> optimizer({.lr = opt.lr, .weight_decay = opt.weight_decay});
   optimizer.max_grad_norm = 1.0;
   if (opt.resume) {
-    tensor_store saved = load_safetensors(opt.checkpoint);
-    for (const auto& name : params.names()) {
-      if (!saved.contains(name)) throw checkpoint_error("'" + opt.checkpoint + "' has no '" + name + "': other --layers or --width?");
-      const auto& e = saved.at(name);
-      if (e.shape != params.at(name).shape || e.dtype != dtype_tag::f32)
-        throw checkpoint_error("'" + opt.checkpoint + "' holds '" + name + "' in another shape: other --width?");
-      params.insert(name, e);
+    // The header first: another model (more or fewer layers, another width, other names)
+    // or other settings are refused before any tensor is read and before anything is
+    // written, so the checkpoint stays as it was.
+    const safetensors_header header = read_safetensors_header(opt.checkpoint);
+    examples::check_resumed_settings("char_gpt", run, header.metadata, opt.checkpoint, {"layers", "width", "heads"},
+                                     opt.allow_changes, lead);
+    std::vector<tensor_spec> expected;
+    for (const auto& [name, e] : params) {
+      expected.push_back({name, e.dtype, e.shape, true});
+      for (const char* state : {"optimizer.exp_avg.", "optimizer.exp_avg_sq."})  // AdamW's, when saved
+        expected.push_back({state + name, e.dtype, e.shape, false});
     }
+    tensor_store saved = load_safetensors(opt.checkpoint, expected, other_tensors::refuse);
+    for (const auto& name : params.names()) params.insert(name, saved.at(name));
     optimizer.load_state(saved);
+    if (ranks > 1) {  // every rank resumed at the same step
+      run_settings resumed("--");
+      resumed.set("the checkpoint's step", optimizer.step_count(), run_settings::kind::other);
+      check_same_settings(resumed, comm);
+    }
   }
   broadcast_parameters(params, comm);  // rank 0's (and a check that every rank built the same model)
   if (lead) std::printf("char_gpt: %zu bytes of text from %s (%zu for validation); unigram entropy %.3f nats/char\n",
@@ -285,7 +356,11 @@ int run(const options& opt, communicator& comm) {
                   valid, entropy);
       std::fflush(stdout);
       if (csv) csv << step + 1 << ',' << elapsed << ',' << tokens_seen << ',' << running << ',' << valid << ',' << entropy << '\n' << std::flush;
-      if (!opt.checkpoint.empty()) save_safetensors(optimizer.checkpoint(params), opt.checkpoint);
+      if (!opt.checkpoint.empty()) {
+        tensor_store state = optimizer.checkpoint(params);
+        run.record(state);  // "run.layers", "run.seed", ...: what a resume compares
+        save_safetensors(state, opt.checkpoint);
+      }
     }
   }
   if (!lead) return 0;
@@ -319,8 +394,20 @@ int run(const options& opt, communicator& comm) {
 
 int main(int argc, char** argv) {
   const options opt = parse(argc, argv);
-  if (opt.heads != 4) usage(argv[0], "--heads: this build has 4 heads compiled in");
-  if (opt.width != 128 && opt.width != 256) usage(argv[0], "--width: this build has widths 128 and 256 compiled in");
+  examples::check_environment("char_gpt");
+  const int ranks = std::max(1, mpirun_ranks());
+  if (const std::uint64_t memory = examples::physical_memory_bytes(); memory != 0) {
+    // Refused before anything is built: a model that cannot fit would grow for minutes
+    // before the allocation fails.
+    const std::uint64_t needed = estimated_bytes(opt, ranks);  // each rank's
+    if (needed > memory / 10 * 9)
+      examples::usage_failure("char_gpt", "--layers " + std::to_string(opt.layers) + " --width " +
+                                              std::to_string(opt.width) + " --batch " + std::to_string(opt.batch) +
+                                              " --context " + std::to_string(opt.context) + " need about " +
+                                              allocation_error::describe_bytes(needed) + ", more than 90% of this "
+                                              "machine's memory (" + allocation_error::describe_bytes(memory) +
+                                              "): use fewer layers, a smaller batch or context, or --recompute-layers");
+  }
   auto train = [&](communicator& comm) { return opt.width == 128 ? run<128, 4>(opt, comm) : run<256, 4>(opt, comm); };
 #ifdef LUMINAL_EXAMPLE_MPI
   if (mpirun_ranks() > 0) return run_on_mpi_world(argc, argv, "char_gpt", train);

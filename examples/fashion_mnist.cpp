@@ -3,13 +3,20 @@
 // saves checkpoints that PyTorch can read (safetensors).
 //
 //     fashion_mnist --model mlp --epochs 10                   # ~0.89 test accuracy
-//     fashion_mnist --model cnn --epochs 4 --checkpoint cnn.safetensors --csv cnn.csv
+//     fashion_mnist --model cnn --epochs 6 --checkpoint cnn.safetensors --stop-after 4
 //     fashion_mnist --model cnn --epochs 6 --checkpoint cnn.safetensors --resume
+//
+// A checkpoint records the run's settings (model, epochs, batch size, learning rate,
+// weight decay, seed, --limit and the number of images); --resume refuses other
+// settings, naming each, unless --allow-changes (then each change is a warning), and
+// always refuses another model, before anything is written.
 //
 // Under mpirun it trains data parallel, unchanged (when built with MPI: luminal::mpi):
 // each rank takes its share of every global batch of the same seeded shuffle, the
 // gradients' mean over the ranks feeds each update, the test accuracy is counted over all
-// ranks, and rank 0 alone writes checkpoints and the CSV (every rank resumes from them):
+// ranks, and rank 0 alone writes checkpoints and the CSV (every rank resumes from them).
+// The ranks first check that they run with the same settings and data: a difference is
+// one error on every rank naming the option and both values.
 //
 //     mpirun -np 2 fashion_mnist --model mlp --epochs 12      # --batch-size is the global batch
 //
@@ -33,6 +40,7 @@
 #ifdef LUMINAL_EXAMPLE_MPI
 #include <luminal/distributed/mpi.hpp>
 #endif
+#include "example_options.hpp"
 #include <limits>
 #include <numbers>
 #include <optional>
@@ -57,6 +65,7 @@ struct options {
   bool profile = false;  // print per-kernel times of the training step at the end
   long long limit = 0;  // use only the first N training images (quick runs); 0: all
   int stop_after = 0;   // stop after this epoch, as if interrupted (to test --resume); 0: never
+  bool allow_changes = false;  // --resume under other settings than the checkpoint's
 };
 
 // Every number is range-checked as it is read: a value out of range is an error that
@@ -66,118 +75,70 @@ constexpr long long max_epochs = 100000;
 constexpr long long max_batch_size = 60000;  // the training set
 constexpr double max_lr = 10.0;
 
-[[noreturn]] void usage(const char* argv0, const std::string& problem = "") {
-  if (!problem.empty()) std::cerr << "fashion_mnist: " << problem << "\n\n";
-  std::cerr << "usage: " << argv0
-            << " [--model mlp|cnn] [--epochs N] [--batch-size B] [--lr LR] [--weight-decay WD]\n"
-               "       [--seed S] [--data DIR] [--checkpoint FILE [--resume]] [--csv FILE] [--limit N]\n"
-               "       [--profile] [--stop-after EPOCH]\n\n"
-               "  --model         mlp (784-512-256-10, dropout 0.2) or cnn (2 conv 3x3 + max-pool, 2 linear)\n"
-               "  --epochs        passes over the 60000 training images, 1 to 100000 (default: mlp 12, cnn 6)\n"
-               "  --batch-size    images per step, 1 to 60000 (default 128)\n"
-               "  --lr            peak AdamW learning rate, cosine-decayed to 0 over the run, in (0, 10] (default 1e-3)\n"
-               "  --weight-decay  AdamW's decoupled weight decay, in [0, 1] (default 0)\n"
-               "  --seed          initialization, shuffling and dropout seed, 0 to 2^64-1 (default 1)\n"
-               "  --checkpoint    save parameters + optimizer state here after every epoch (atomic)\n"
-               "  --resume        continue from --checkpoint: same seed, same trajectory\n"
-               "  --csv           write per-epoch metrics (epoch, loss, test accuracy, seconds, images/s)\n"
-               "  --limit         train on the first N images only (a quick run), N >= 1\n"
-               "  --profile       time every kernel of the training step and print the slowest\n"
-               "  --stop-after    stop after this epoch as if interrupted (the schedule still spans --epochs)\n";
-  std::exit(problem.empty() ? 0 : 2);
-}
-
-/// `text` as an integer in [low, high], or nullopt: whole text, decimal, no sign for
-/// unsigned types, no overflow.
-template <class Int>
-std::optional<Int> parse_integer(const std::string& text, Int low, Int high) {
-  Int value{};
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end || text.empty() || value < low || value > high) return std::nullopt;
-  return value;
-}
-
-/// Fails (naming the option `what` and `path`) unless `path` can be written atomically: its
-/// directory exists and accepts a new file, and `path` is not a directory. Checked
-/// before training, so that a bad --checkpoint is not noticed after a whole epoch.
-void require_writable(const std::string& path, const std::string& what) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw std::runtime_error(what + " '" + path + "' is a directory");
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  if (!fs::is_directory(dir, ec))
-    throw std::runtime_error(what + " '" + path + "': '" + dir.string() + "' is not a directory");
-  std::string probe = (dir / ".fashion_mnist-write-test-XXXXXX").string();
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0) {
-    const int err = errno;
-    throw std::runtime_error(what + " '" + path + "': cannot create files in '" + dir.string() +
-                             "': " + std::generic_category().message(err));
-  }
-  ::close(fd);
-  fs::remove(probe, ec);
-}
+const char* const usage_text =
+    "usage: fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size B] [--lr LR] [--weight-decay WD]\n"
+    "       [--seed S] [--data DIR] [--checkpoint FILE [--resume [--allow-changes]]] [--csv FILE]\n"
+    "       [--limit N] [--profile] [--stop-after EPOCH]\n\n"
+    "  --model          mlp (784-512-256-10, dropout 0.2) or cnn (2 conv 3x3 + max-pool, 2 linear)\n"
+    "  --epochs         passes over the 60000 training images, 1 to 100000 (default: mlp 12, cnn 6)\n"
+    "  --batch-size     images per step, 1 to 60000 (default 128)\n"
+    "  --lr             peak AdamW learning rate, cosine-decayed to 0 over the run, in (0, 10] (default 1e-3)\n"
+    "  --weight-decay   AdamW's decoupled weight decay, in [0, 1] (default 0)\n"
+    "  --seed           initialization, shuffling and dropout seed, 0 to 2^64-1 (default 1)\n"
+    "  --checkpoint     save parameters + optimizer state + the run's settings here after every epoch (atomic)\n"
+    "  --resume         continue from --checkpoint: same settings, same trajectory\n"
+    "  --allow-changes  resume although settings differ from the checkpoint's (each one is a warning)\n"
+    "  --csv            write per-epoch metrics (epoch, loss, test accuracy, seconds, images/s)\n"
+    "  --limit          train on the first N images only (a quick run), 1 to 2147483647\n"
+    "  --profile        time every kernel of the training step and print the slowest\n"
+    "  --stop-after     stop after this epoch as if interrupted (the schedule still spans --epochs)\n"
+    "Environment: LUMINAL_NUM_THREADS (1 to 4 per hardware thread); under mpirun LUMINAL_MPI_TIMEOUT\n"
+    "(seconds a collective waits for the other ranks, 1 to 604800, default 300).\n";
 
 options parse(int argc, char** argv) {
   options o;
-  for (int a = 1; a < argc; ++a) {
-    std::string arg = argv[a];
-    auto value = [&]() -> std::string {
-      if (a + 1 >= argc) usage(argv[0], arg + " needs a value");
-      return argv[++a];
-    };
-    auto integer = [&](long long low, long long high) {
-      const std::string text = value();
-      const auto v = parse_integer<long long>(text, low, high);
-      if (!v) usage(argv[0], arg + " must be an integer from " + std::to_string(low) + " to " + std::to_string(high) +
-                                 ", not '" + text + "'");
-      return *v;
-    };
-    auto real = [&](double low, double high, bool low_open) {
-      const std::string text = value();
-      double v = 0;
-      const char* end = text.data() + text.size();
-      const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-      const float f = float(v);  // checked as the float it becomes: 1e-50 is not a positive lr
-      const bool ok = ec == std::errc() && ptr == end && !text.empty() && std::isfinite(v) &&
-                      (low_open ? f > low : f >= low) && f <= high;
-      if (!ok) {
-        char range[96];
-        std::snprintf(range, sizeof range, "%s%g, %g]", low_open ? "(" : "[", low, high);
-        usage(argv[0], arg + " must be a number in " + range + ", not '" + text + "'");
-      }
-      return v;
-    };
-    if (arg == "-h" || arg == "--help") usage(argv[0]);
-    else if (arg == "--model") o.model = value();
-    else if (arg == "--epochs") o.epochs = int(integer(1, max_epochs));
-    else if (arg == "--batch-size") o.batch_size = int(integer(1, max_batch_size));
-    else if (arg == "--lr") o.lr = float(real(0.0, max_lr, true));
-    else if (arg == "--weight-decay") o.weight_decay = float(real(0.0, 1.0, false));
-    else if (arg == "--seed") {
-      const std::string text = value();
-      const auto v = parse_integer<std::uint64_t>(text, 0, std::numeric_limits<std::uint64_t>::max());
-      if (!v) usage(argv[0], "--seed must be an integer from 0 to 18446744073709551615, not '" + text + "'");
-      o.seed = *v;
-    } else if (arg == "--data") o.data_dir = value();
-    else if (arg == "--checkpoint") o.checkpoint = value();
-    else if (arg == "--csv") o.csv = value();
-    else if (arg == "--resume") o.resume = true;
-    else if (arg == "--profile") o.profile = true;
-    else if (arg == "--limit") o.limit = integer(1, std::numeric_limits<int>::max());
-    else if (arg == "--stop-after") o.stop_after = int(integer(1, max_epochs));
-    else usage(argv[0], "unknown argument '" + arg + "'");
+  examples::command_line args("fashion_mnist", argc, argv, usage_text);
+  while (args.next()) {
+    if (args.is("-h") || args.is("--help")) args.help();
+    else if (args.is("--model")) o.model = args.text();
+    else if (args.is("--epochs")) o.epochs = int(args.integer(1LL, max_epochs));
+    else if (args.is("--batch-size")) o.batch_size = int(args.integer(1LL, max_batch_size));
+    else if (args.is("--lr")) o.lr = args.real(0.0f, float(max_lr), examples::interval::open_closed);
+    else if (args.is("--weight-decay")) o.weight_decay = args.real(0.0f, 1.0f);
+    else if (args.is("--seed")) o.seed = args.integer(std::uint64_t(0), std::numeric_limits<std::uint64_t>::max());
+    else if (args.is("--data")) o.data_dir = args.text();
+    else if (args.is("--checkpoint")) o.checkpoint = args.text();
+    else if (args.is("--csv")) o.csv = args.text();
+    else if (args.is("--resume")) o.resume = true;
+    else if (args.is("--allow-changes")) o.allow_changes = true;
+    else if (args.is("--profile")) o.profile = true;
+    else if (args.is("--limit")) o.limit = args.integer(1LL, (long long)std::numeric_limits<int>::max());
+    else if (args.is("--stop-after")) o.stop_after = int(args.integer(1LL, max_epochs));
+    else args.unknown();
   }
-  if (o.model != "mlp" && o.model != "cnn") usage(argv[0], "--model must be mlp or cnn, not '" + o.model + "'");
+  if (o.model != "mlp" && o.model != "cnn") args.fail("--model must be mlp or cnn, not " + examples::in_quotes(o.model));
   if (o.epochs == 0) o.epochs = o.model == "mlp" ? 12 : 6;
   if (o.stop_after > o.epochs)
-    usage(argv[0], "--stop-after " + std::to_string(o.stop_after) + " is after the last epoch (--epochs " +
-                       std::to_string(o.epochs) + ")");
-  if (o.resume && o.checkpoint.empty()) usage(argv[0], "--resume needs --checkpoint FILE");
-  if (o.data_dir.empty()) usage(argv[0], "--data needs a directory");
+    args.fail("--stop-after " + std::to_string(o.stop_after) + " is after the last epoch (--epochs " +
+              std::to_string(o.epochs) + ")");
+  if (o.resume && o.checkpoint.empty()) args.fail("--resume needs --checkpoint FILE");
+  if (o.allow_changes && !o.resume) args.fail("--allow-changes needs --resume");
+  if (o.data_dir.empty()) args.fail("--data needs a directory");
   return o;
+}
+
+/// The settings that define a run: recorded in every checkpoint, compared on --resume,
+/// and checked to be the same on every rank.
+run_settings run_settings_of(const options& o) {
+  run_settings run("--");
+  run.set("model", o.model);
+  run.set("epochs", o.epochs);
+  run.set("batch-size", o.batch_size);
+  run.set("lr", o.lr);
+  run.set("weight-decay", o.weight_decay);
+  run.set("seed", o.seed);
+  run.set("limit", o.limit);
+  return run;
 }
 
 /// The value of metadata `key` of checkpoint `file` as an integer in [low, high]; fails
@@ -185,14 +146,14 @@ options parse(int argc, char** argv) {
 long long checkpoint_integer(const tensor_store& saved, const std::string& file, const std::string& key,
                              long long low, long long high, const std::string& why) {
   auto it = saved.metadata.find(key);
-  const auto v = it == saved.metadata.end() ? std::nullopt : parse_integer<long long>(it->second, low, high);
-  if (!v)
+  long long v = 0;
+  if (it == saved.metadata.end() || !examples::parse_integer(std::string_view(it->second), low, high, v))
     throw std::runtime_error("checkpoint '" + file + "': key '" + key + "' is " +
                              (it == saved.metadata.end() ? std::string("missing")
                                                          : "'" + it->second.substr(0, 40) + "'") +
                              ", not an integer from " + std::to_string(low) + " to " + std::to_string(high) + " (" +
                              why + ")");
-  return *v;
+  return v;
 }
 
 /// The epochs that checkpoint `saved` completed, after the checks that load_state cannot
@@ -326,9 +287,20 @@ template <bool Parallel, class ModelFn, class Modules>
 int train(const options& opt, ModelFn model, Modules modules, communicator& comm) {
   const bool lead = comm.rank() == 0;  // prints, and writes the checkpoint and the CSV
   const std::size_t ranks = std::size_t(comm.size());
-  // Where results go is checked first, so that a bad path is not noticed after an epoch.
-  if (lead && !opt.checkpoint.empty()) require_writable(opt.checkpoint, "--checkpoint");
-  if (lead && !opt.csv.empty()) require_writable(opt.csv, "--csv");
+  // Where results go is checked first, so that a bad path is not noticed after an epoch
+  // (and debris of a killed save is removed, whether or not the resume succeeds).
+  examples::on_every_rank(comm, [&] {
+    if (lead && !opt.checkpoint.empty()) examples::prepare_checkpoint(opt.checkpoint);
+    if (lead && !opt.csv.empty()) examples::require_writable(opt.csv, "--csv");
+  });
+  run_settings run = run_settings_of(opt);
+  if (ranks > 1) {  // before anything that takes long: every rank runs the same settings
+    run_settings agreement = run;
+    agreement.set("stop-after", opt.stop_after);
+    agreement.set("resume", opt.resume);
+    agreement.set("allow-changes", opt.allow_changes);
+    check_same_settings(agreement, comm);
+  }
   if (std::size_t(opt.batch_size) % ranks != 0)
     throw std::runtime_error("--batch-size " + std::to_string(opt.batch_size) + " (the global batch) does not split "
                              "evenly over " + std::to_string(ranks) + " ranks");
@@ -339,6 +311,9 @@ int train(const options& opt, ModelFn model, Modules modules, communicator& comm
   normalize(test_set.images, fashion_mnist_mean, fashion_mnist_std);
   const std::size_t n = opt.limit > 0 ? std::min<std::size_t>(std::size_t(opt.limit), train_set.labels.size())
                                       : train_set.labels.size();
+  run.set("training images", n, run_settings::kind::other);  // the data's length
+  run.set("test images", test_set.labels.size(), run_settings::kind::other);
+  if (ranks > 1) check_same_settings(run, comm);  // the same data on every rank
   const std::size_t bs = std::size_t(opt.batch_size);
   const std::size_t steps_per_epoch = n / bs;
   if (steps_per_epoch == 0)
@@ -363,10 +338,20 @@ int train(const options& opt, ModelFn model, Modules modules, communicator& comm
   step.store().assign(initial);
   int first_epoch = 1;
   if (opt.resume) {
-    tensor_store saved = load_safetensors(opt.checkpoint);
+    // The header first: another run's settings, or another model's tensors, are refused
+    // before any tensor is read, and before anything is written.
+    const safetensors_header header = read_safetensors_header(opt.checkpoint);
+    examples::check_resumed_settings("fashion_mnist", run, header.metadata, opt.checkpoint, {"model"},
+                                     opt.allow_changes, lead);
+    tensor_store saved = load_safetensors(opt.checkpoint, step.checkpoint_tensors(), other_tensors::refuse);
     const int done = resumed_epochs(saved, opt, steps_per_epoch);
     step.load_state(saved, "'" + opt.checkpoint + "'");
     first_epoch = done + 1;
+    if (ranks > 1) {  // every rank resumed from the same point
+      run_settings resumed("--");
+      resumed.set("epochs done in the checkpoint", done, run_settings::kind::other);
+      check_same_settings(resumed, comm);
+    }
     if (lead)
       std::cerr << "resumed from " << opt.checkpoint << " after epoch " << done << " (step " << step.step_count()
                 << ")\n";
@@ -423,6 +408,7 @@ int train(const options& opt, ModelFn model, Modules modules, communicator& comm
       tensor_store state = step.state();
       state.metadata["epoch"] = std::to_string(epoch);
       state.metadata["model"] = opt.model;
+      run.record(state);  // "run.seed", "run.lr", ...: what a resume compares
       save_safetensors(state, opt.checkpoint);
     }
     if (epoch == opt.stop_after) {
@@ -449,7 +435,8 @@ int train_model(const options& opt, communicator& comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  options opt = parse(argc, argv);
+  const options opt = parse(argc, argv);
+  examples::check_environment("fashion_mnist");
 #ifdef LUMINAL_EXAMPLE_MPI
   // Built with MPI, the example compiles one training step, the data-parallel one: a
   // second step type would double the example's compile time. Alone (no mpirun) it runs

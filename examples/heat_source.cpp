@@ -17,8 +17,9 @@
 #include <luminal/train/parameter_optimizer.hpp>
 #include <luminal/backends/host.hpp>
 #include <luminal/tape/tape.hpp>
-#include <sstream>
 #include <string>
+
+#include "example_options.hpp"
 
 using namespace luminal;
 
@@ -47,30 +48,28 @@ xt::xarray<double> bump(double center, double width, double height) {
   return s;
 }
 
-int parse_int(const char* text, const char* what) {
-  std::istringstream in(text);
-  int v = 0;
-  if (!(in >> v) || !in.eof() || v < 1) {
-    std::cerr << "heat_source: " << what << " must be a positive integer, not '" << text << "'\n";
-    std::exit(2);
-  }
-  return v;
-}
+// The tape holds every step's values for the backward: about 1.5 kB per step here, so
+// --steps is bounded to keep a run's memory bounded (100000 steps: some 150 MB).
+constexpr int max_steps = 100000;
+constexpr int max_iterations = 1000000;
+
+const char* const usage_text =
+    "usage: heat_source [--steps N] [--iterations K]\n"
+    "  --steps       time steps of the simulation, 1 to 100000 (run time; default 200)\n"
+    "  --iterations  gradient-descent iterations on the source, 1 to 1000000 (default 300)\n"
+    "Environment: LUMINAL_NUM_THREADS (1 to 4 per hardware thread).\n";
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   int steps = 200, iterations = 300;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--steps" && i + 1 < argc) steps = parse_int(argv[++i], "--steps");
-    else if (a == "--iterations" && i + 1 < argc) iterations = parse_int(argv[++i], "--iterations");
-    else {
-      std::cerr << "usage: heat_source [--steps N] [--iterations K]\n"
-                   "  --steps       time steps of the simulation (run time; default 200)\n"
-                   "  --iterations  gradient-descent iterations on the source (default 300)\n";
-      return a == "--help" ? 0 : 2;
-    }
+  examples::command_line args("heat_source", argc, argv, usage_text);
+  while (args.next()) {
+    if (args.is("--help") || args.is("-h")) args.help();
+    else if (args.is("--steps")) steps = args.integer(1, max_steps);
+    else if (args.is("--iterations")) iterations = args.integer(1, max_iterations);
+    else args.unknown();
   }
+  examples::check_environment("heat_source");
   auto step = heat_step();
   auto loss_of = misfit();
 
@@ -127,4 +126,7 @@ int main(int argc, char** argv) {
   }
   std::printf("misfit %.3e -> %.3e (%.0fx lower)\n", first, last, first / std::max(last, 1e-300));
   return 0;
+} catch (const std::exception& e) {
+  std::cerr << "heat_source: error: " << e.what() << "\n";
+  return 1;
 }

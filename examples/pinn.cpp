@@ -36,6 +36,8 @@
 #include <random>
 #include <string>
 
+#include "example_options.hpp"
+
 using namespace luminal;
 
 namespace {
@@ -50,63 +52,35 @@ struct options {
   std::string csv, dump_init;
 };
 
-[[noreturn]] void usage(const std::string& problem = "") {
-  if (!problem.empty()) std::cerr << "pinn: " << problem << "\n\n";
-  std::cerr << "usage: pinn [--steps S] [--points P] [--lr LR] [--bc-weight W] [--seed SEED] [--every K]\n"
-               "            [--csv FILE] [--dump-init FILE]\n\n"
-               "  --steps      Adam steps, 1 to 10000000 (default 20000)\n"
-               "  --points     interior collocation points, 1 to 1000000 (default 128)\n"
-               "  --lr         peak learning rate, cosine-decayed to 0 over the run, in (0, 1] (default 3e-3)\n"
-               "  --bc-weight  weight of the boundary term, in [0, 1e6] (default 10)\n"
-               "  --seed       initialization and collocation seed, 0 to 2^64-1 (default 1)\n"
-               "  --every      print (and write to the CSV) every K steps, K >= 1 (default 1000)\n"
-               "  --csv        write step, loss (of the parameters before that step's update), relative L2\n"
-               "               error (after it) and seconds to FILE, every K steps\n"
-               "  --dump-init  write the initial parameters, the points, and the loss and gradients at\n"
-               "               initialization to FILE (safetensors), for examples/pinn_reference.py\n";
-  std::exit(problem.empty() ? 0 : 2);
-}
+const char* const usage_text =
+    "usage: pinn [--steps S] [--points P] [--lr LR] [--bc-weight W] [--seed SEED] [--every K]\n"
+    "            [--csv FILE] [--dump-init FILE]\n\n"
+    "  --steps      Adam steps, 1 to 10000000 (default 20000)\n"
+    "  --points     interior collocation points, 1 to 1000000 (default 128)\n"
+    "  --lr         peak learning rate, cosine-decayed to 0 over the run, in (0, 1] (default 3e-3)\n"
+    "  --bc-weight  weight of the boundary term, in [0, 1e6] (default 10)\n"
+    "  --seed       initialization and collocation seed, 0 to 2^64-1 (default 1)\n"
+    "  --every      print (and write to the CSV) every K steps, 1 to 10000000 (default 1000)\n"
+    "  --csv        write step, loss (of the parameters before that step's update), relative L2\n"
+    "               error (after it) and seconds to FILE, every K steps\n"
+    "  --dump-init  write the initial parameters, the points, and the loss and gradients at\n"
+    "               initialization to FILE (safetensors), for examples/pinn_reference.py\n"
+    "Environment: LUMINAL_NUM_THREADS (1 to 4 per hardware thread).\n";
 
 options parse(int argc, char** argv) {
   options o;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    auto value = [&]() -> std::string {
-      if (a + 1 >= argc) usage(arg + " needs a value");
-      return argv[++a];
-    };
-    // Whole text, in range, or an error naming the option: never a silent conversion.
-    auto integer = [&](unsigned long long low, unsigned long long high) {
-      const std::string text = value();
-      unsigned long long v = 0;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v < low || v > high)
-        usage(arg + " must be an integer from " + std::to_string(low) + " to " + std::to_string(high) + ", not '" +
-              text + "'");
-      return v;
-    };
-    auto real = [&](double low, double high, bool low_open) {
-      const std::string text = value();
-      double v = 0;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(v) ||
-          (low_open ? v <= low : v < low) || v > high) {
-        char range[96];
-        std::snprintf(range, sizeof range, "%s%g, %g]", low_open ? "(" : "[", low, high);
-        usage(arg + " must be a number in " + range + ", not '" + text + "'");
-      }
-      return v;
-    };
-    if (arg == "-h" || arg == "--help") usage();
-    else if (arg == "--steps") o.steps = int(integer(1, 10000000));
-    else if (arg == "--points") o.points = int(integer(1, 1000000));
-    else if (arg == "--every") o.every = int(integer(1, 10000000));
-    else if (arg == "--lr") o.lr = real(0, 1, true);
-    else if (arg == "--bc-weight") o.bc_weight = real(0, 1e6, false);
-    else if (arg == "--seed") o.seed = integer(0, ~0ull);
-    else if (arg == "--csv") o.csv = value();
-    else if (arg == "--dump-init") o.dump_init = value();
-    else usage("unknown argument '" + arg + "'");
+  examples::command_line args("pinn", argc, argv, usage_text);
+  while (args.next()) {
+    if (args.is("-h") || args.is("--help")) args.help();
+    else if (args.is("--steps")) o.steps = args.integer(1, 10000000);
+    else if (args.is("--points")) o.points = args.integer(1, 1000000);
+    else if (args.is("--every")) o.every = args.integer(1, 10000000);
+    else if (args.is("--lr")) o.lr = args.real(0.0, 1.0, examples::interval::open_closed);
+    else if (args.is("--bc-weight")) o.bc_weight = args.real(0.0, 1e6);
+    else if (args.is("--seed")) o.seed = args.integer(std::uint64_t(0), ~std::uint64_t(0));
+    else if (args.is("--csv")) o.csv = args.text();
+    else if (args.is("--dump-init")) o.dump_init = args.text();
+    else args.unknown();
   }
   return o;
 }
@@ -163,6 +137,9 @@ double relative_l2(Eval& eval, const Store& store) {
 
 int main(int argc, char** argv) try {
   const options opt = parse(argc, argv);
+  examples::check_environment("pinn");
+  if (!opt.csv.empty()) examples::require_writable(opt.csv, "--csv");
+  if (!opt.dump_init.empty()) examples::require_writable(opt.dump_init, "--dump-init");
   std::ofstream csv;
   if (!opt.csv.empty()) {
     csv.open(opt.csv, std::ios::trunc);

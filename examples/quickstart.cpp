@@ -9,11 +9,19 @@
 #include <xtensor/xio.hpp>
 #include <xtensor/xrandom.hpp>
 
+#include "example_options.hpp"
+
 using namespace luminal;
 
 constexpr Dim Batch{"Batch"};
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
+  if (argc > 2 || (argc == 2 && (std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h"))) {
+    std::cout << "usage: quickstart [graph.dot]\n"
+                 "Environment: LUMINAL_NUM_THREADS (1 to 4 per hardware thread).\n";
+    return argc > 2 ? 2 : 0;
+  }
+  examples::check_environment("quickstart");
   // Leaves: names are part of the types (and later the checkpoint keys).
   auto x = input<"x", f32>(shape<Batch, 16>);
   auto w1 = param<"fc1.weight", f32>(shape<16, 32>);
@@ -49,7 +57,13 @@ int main(int argc, char** argv) {
   }
 
   if (argc > 1) {
-    std::ofstream(argv[1]) << to_dot(probabilities, predicted);
+    std::ofstream out(argv[1]);
+    out << to_dot(probabilities, predicted);
+    if (!out.flush()) throw std::runtime_error(std::string("cannot write '") + argv[1] + "'");
     std::cout << "graph written to " << argv[1] << "\n";
   }
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "quickstart: error: " << e.what() << "\n";
+  return 1;
 }

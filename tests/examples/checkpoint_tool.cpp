@@ -6,6 +6,11 @@
 //                                                      an F32 element changed (nan, -1, ...)
 //   checkpoint_tool nested OUT DEPTH                   a file whose "fc1.weight" shape is an
 //                                                      array nested DEPTH deep (issue 18's crash)
+//   checkpoint_tool drop-metadata IN OUT PREFIX        copy IN to OUT without the metadata keys
+//                                                      starting with PREFIX (a checkpoint of
+//                                                      before run settings were recorded)
+//   checkpoint_tool sparse OUT NAME BYTES              a file whose only tensor NAME (F32) is
+//                                                      BYTES bytes of a hole (a sparse file)
 //   checkpoint_tool save-loop FILE                     save 4 MB checkpoints until killed
 //   checkpoint_tool save-once FILE                     one save of the same kind
 //   checkpoint_tool verify FILE                        exit 0 if FILE is a whole save-loop checkpoint
@@ -18,11 +23,14 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 int usage() {
   std::cerr << "usage: checkpoint_tool set-metadata IN OUT KEY=VALUE... | set-element IN OUT TENSOR INDEX VALUE |\n"
-               "       nested OUT DEPTH | save-loop FILE | save-once FILE | verify FILE\n";
+               "       nested OUT DEPTH | drop-metadata IN OUT PREFIX | sparse OUT NAME BYTES |\n"
+               "       save-loop FILE | save-once FILE | verify FILE\n";
   return 2;
 }
 
@@ -84,6 +92,25 @@ int main(int argc, char** argv) {
       std::ofstream out(args[1], std::ios::binary | std::ios::trunc);
       out << length << header << std::string(4, '\0');
       if (!out) throw std::runtime_error("cannot write " + args[1]);
+    } else if (command == "drop-metadata" && args.size() == 4) {
+      luminal::tensor_store store = luminal::load_safetensors(args[1]);
+      for (auto it = store.metadata.begin(); it != store.metadata.end();)
+        it = it->first.starts_with(args[3]) ? store.metadata.erase(it) : std::next(it);
+      luminal::save_safetensors(store, args[2]);
+    } else if (command == "sparse" && args.size() == 4) {
+      const std::uint64_t bytes = std::stoull(args[3]) / 4 * 4;
+      std::string header = "{\"" + args[2] + "\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(bytes / 4) +
+                           "],\"data_offsets\":[0," + std::to_string(bytes) + "]}}";
+      header.append((8 - header.size() % 8) % 8, ' ');
+      std::string length(8, '\0');
+      for (int k = 0; k < 8; ++k) length[k] = char((std::uint64_t(header.size()) >> (8 * k)) & 0xFF);
+      {
+        std::ofstream out(args[1], std::ios::binary | std::ios::trunc);
+        out << length << header;
+        if (!out) throw std::runtime_error("cannot write " + args[1]);
+      }
+      if (::truncate(args[1].c_str(), off_t(8 + header.size() + bytes)) != 0)
+        throw std::runtime_error("cannot extend " + args[1]);
     } else if (command == "save-loop" && args.size() == 2) {
       for (std::uint32_t i = 0;; ++i) save_iteration(args[1], i);
     } else if (command == "save-once" && args.size() == 2) {

@@ -87,7 +87,29 @@ refused_checkpoint("step count" "checkpoint '${bad}': key 'luminal.step' is 7, b
 tool(set-metadata "${base}" "${bad}" "luminal.step=abc")
 refused_checkpoint("step count text" "checkpoint '${bad}': key 'luminal.step' is 'abc'")
 file(COPY_FILE "${base}" "${bad}")
-refused_checkpoint("other batch size" "key 'luminal.step' is 8, but epoch 1 ends at step 16 with 16 steps per epoch" --batch-size 32)
+refused_checkpoint("other batch size" "was trained with other settings: --batch-size is 32 in this run, 64 in the checkpoint" --batch-size 32)
+# The step count still tells another batch size when the settings are allowed to change.
+refused_checkpoint("other batch size, changes allowed" "key 'luminal.step' is 8, but epoch 1 ends at step 16 with 16 steps per epoch"
+  --batch-size 32 --allow-changes)
+# Other settings (issue 63): refused naming each change, before anything is written.
+refused_checkpoint("other seed" "--seed is 4 in this run, 3 in the checkpoint (resume with the same options, or pass --allow-changes" --seed 4)
+refused_checkpoint("other lr" "--lr is 0.01 in this run, 0.001 in the checkpoint" --lr 0.01)
+refused_checkpoint("other weight decay" "--weight-decay is 0.5 in this run, 0 in the checkpoint" --weight-decay 0.5)
+refused_checkpoint("other epochs" "--epochs is 4 in this run, 3 in the checkpoint" --epochs 4)
+refused_checkpoint("other limit" "--limit is 256 in this run, 512 in the checkpoint" --limit 256)
+refused_checkpoint("other model, changes allowed" "holds another model: --model is cnn in this run, mlp in the checkpoint"
+  --model cnn --allow-changes)
+# A checkpoint whose tensors are another model's, or that declares 2 GB it does not need,
+# is refused from its header alone (the 2 GB are never read).
+execute_process(COMMAND "${TOOL}" sparse "${WORK_DIR}/sparse.safetensors" junk 2147483648 RESULT_VARIABLE status)
+string(TIMESTAMP t0 "%s")
+refused("sparse 2 GB tensor" "which the model needs (f32 "
+  ${run} --checkpoint "${WORK_DIR}/sparse.safetensors" --resume --allow-changes)
+string(TIMESTAMP t1 "%s")
+math(EXPR seconds "${t1} - ${t0}")
+if(seconds GREATER 20)
+  message(FATAL_ERROR "refusing the sparse 2 GB checkpoint took ${seconds} s: was it read?")
+endif()
 refused_checkpoint("stop before the checkpoint" "--stop-after 1 is not after epoch 1" --stop-after 1)
 tool(set-element "${base}" "${bad}" fc1.weight 5 nan)
 refused_checkpoint("NaN weight" "checkpoint '${bad}': tensor 'fc1.weight' holds nan at element 5")
@@ -98,6 +120,15 @@ refused_checkpoint("negative second moment" "tensor 'optimizer.exp_avg_sq.fc2.bi
 # as it is seen, with a short excerpt of it.
 tool(nested "${bad}" 80000)
 refused_checkpoint("deeply nested shape" "checkpoint '${bad}': tensor 'fc1.weight': shape[0] is [[[[[[[[")
+
+# Refused resumes leave the checkpoint as it was; the debris of a killed save goes.
+file(SHA256 "${base}" base_before)
+file(WRITE "${base}.tmp-4194311-0" "half a save")
+refused("resume under another seed" "--seed is 4 in this run" ${run} --seed 4 --checkpoint "${base}" --resume)
+file(SHA256 "${base}" base_after)
+if(NOT base_before STREQUAL base_after OR EXISTS "${base}.tmp-4194311-0")
+  message(FATAL_ERROR "a refused resume changed the checkpoint or left a killed save's temporary file")
+endif()
 
 # The untouched checkpoint still resumes.
 execute_process(COMMAND "${TRAINER}" ${run} --checkpoint "${base}" --resume

@@ -4,11 +4,17 @@
 // equal the whole batch's gradient; after 20 AdamW steps on different shards every
 // parameter is bit-identical on every rank; models that differ are refused naming the
 // parameter and the ranks.
-// With --rank-1-dies it runs the dying-rank scenario of the mpi.rank_dies test instead.
+// With --rank-1-dies it runs the dying-rank scenario of the mpi.rank_dies test instead;
+// --rank-0-returns-early, --rank-0-hangs and --settings-differ run the scenarios of the
+// mpi.* tests of that name under run_on_mpi_world (see main).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -286,7 +292,110 @@ TEST_CASE("a communicator is the caller's: its rank and size, not a duplicate") 
   REQUIRE(comm.get() == MPI_COMM_WORLD);
 }
 
+TEST_CASE("ranks whose settings differ are refused on every rank naming the setting and both values") {
+  mpi_communicator comm(MPI_COMM_WORLD);
+  run_settings same("--");
+  same.set("model", "mlp");
+  same.set("lr", 1e-3f);
+  check_same_settings(same, comm);  // the same everywhere: no error
+  run_settings run = same;
+  run.set("epochs", comm.rank() + 1);
+  REQUIRE_THROWS_WITH(check_same_settings(run, comm),
+                      Catch::Matchers::Contains("--epochs is 1 on rank 0, 2 on rank 1"));
+  run_settings lr = same;
+  lr.set("lr", comm.rank() == 1 ? 5.0f : 1e-3f);
+  REQUIRE_THROWS_WITH(check_same_settings(lr, comm), Catch::Matchers::Contains("--lr is 0.001 on rank 0, 5 on rank 1"));
+  run_settings extra = same;
+  if (comm.rank() == 1) extra.set("resume", true);
+  REQUIRE_THROWS_WITH(check_same_settings(extra, comm),
+                      Catch::Matchers::Contains("--resume is (not set) on rank 0, true on rank 1"));
+}
+
+TEST_CASE("a sum that another rank never joins fails after the timeout and sleeps while it waits") {
+  // On a communicator of its own: the abandoned sum stays there, not on MPI_COMM_WORLD.
+  MPI_Comm own = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &own);
+  {
+    mpi_communicator comm(own, std::chrono::milliseconds(1500));
+    static double value = 1;  // the abandoned sum may still write here
+    if (comm.rank() == 1) {
+      rusage before{}, after{};
+      getrusage(RUSAGE_SELF, &before);
+      const auto start = std::chrono::steady_clock::now();
+      const std::uint64_t handle = comm.start_sum(&value, 1, dtype_tag::f64);
+      REQUIRE_THROWS_WITH(comm.wait(handle), Catch::Matchers::Contains("rank 1 waited 1.5 s for the other ranks in a "
+                                                                      "sum of 1 f64 values"));
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      getrusage(RUSAGE_SELF, &after);
+      auto seconds = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+      const double cpu = seconds(after.ru_utime) - seconds(before.ru_utime) + seconds(after.ru_stime) -
+                         seconds(before.ru_stime);
+      CHECK(wall >= 1.4);
+      CHECK(wall < 5);
+      CHECK(cpu < 0.5 * wall);  // it slept while it waited
+      CHECK(comm.abandoned());
+      REQUIRE_THROWS_WITH(comm.broadcast(&value, sizeof value, 0), Catch::Matchers::Contains("given up"));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (comm.rank() == 0) {  // joins late (nonblocking, as rank 1's), so that rank 1's abandoned sum can complete
+      double mine = 2;
+      MPI_Request request = MPI_REQUEST_NULL;
+      MPI_Iallreduce(MPI_IN_PLACE, &mine, 1, MPI_DOUBLE, MPI_SUM, own, &request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("LUMINAL_MPI_TIMEOUT is read strictly") {
+  auto with = [](const char* value) {
+    setenv("LUMINAL_MPI_TIMEOUT", value, 1);
+    auto t = mpi_timeout_from_environment();
+    unsetenv("LUMINAL_MPI_TIMEOUT");
+    return t;
+  };
+  CHECK(with("7") == std::chrono::seconds(7));
+  for (const char* bad : {"", "0", "-1", "abc", "1e3", "2.5", "604801"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(with(bad), Catch::Matchers::Contains("LUMINAL_MPI_TIMEOUT must be a whole number of seconds"));
+    unsetenv("LUMINAL_MPI_TIMEOUT");
+  }
+  CHECK(mpi_timeout_from_environment() == default_mpi_timeout);
+}
+
+namespace {
+/// The scenarios of the mpi.rank_0_returns_early, mpi.rank_0_hangs and mpi.settings_differ
+/// tests, each under run_on_mpi_world; CTest checks the job's output and status.
+int scenario(const std::string& name, int argc, char** argv) {
+  return run_on_mpi_world(argc, argv, "mpi_test", [&](communicator& comm) {
+    if (name == "--settings-differ") {
+      run_settings run("--");
+      run.set("epochs", comm.rank() + 1);
+      check_same_settings(run, comm);
+      return 0;
+    }
+    if (comm.rank() == 0) {
+      if (name == "--rank-0-hangs") std::this_thread::sleep_for(std::chrono::seconds(30));
+      return 0;  // --rank-0-returns-early: rank 1 waits for a sum that rank 0 never starts
+    }
+    const auto start = std::chrono::steady_clock::now();
+    double value = 1;
+    try {
+      comm.wait(comm.start_sum(&value, 1, dtype_tag::f64));
+    } catch (...) {
+      std::fprintf(stderr, "rank 1 gave up after %.1f s\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      throw;
+    }
+    std::puts("rank 1 went on without rank 0");
+    return 0;
+  });
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  for (const char* name : {"--rank-0-returns-early", "--rank-0-hangs", "--settings-differ"})
+    if (argc > 1 && std::strcmp(argv[1], name) == 0) return scenario(name, argc, argv);
   // --thread-single: MPI_THREAD_SINGLE, where a step advances its sums between kernels;
   // otherwise MPI_THREAD_MULTIPLE with LUMINAL_MPI_PROGRESS_THREAD=1, where the
   // communicator's progress thread does.

@@ -6,19 +6,38 @@
 // training step is a run of loops tens of microseconds long, and waking a sleeping thread
 // (a futex, and on a virtual machine an interrupt to an idle virtual CPU) can take longer
 // than such a loop.
+//
+// The pool's size comes from LUMINAL_NUM_THREADS when it is set: a whole decimal number
+// from 1 to thread_pool::max_threads() (4 times the hardware's threads), read strictly;
+// anything else (abc, 0, -1, 1e3, 100000) is a thread_count_error naming the variable,
+// never ignored.
+//
+//     LUMINAL_NUM_THREADS=4 ./train     # 4 threads; unset: one per hardware thread
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include <luminal/core/dtype.hpp>
 
 namespace luminal {
+
+/// LUMINAL_NUM_THREADS is not a thread count this machine can use, or the threads could
+/// not be started; the message names the variable and its value.
+class thread_count_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class thread_pool {
  public:
@@ -28,31 +47,53 @@ class thread_pool {
   /// two kernels of a program, short enough that an idle pool costs nothing.
   static constexpr std::chrono::microseconds poll_before_sleep{200};
 
-  /// Threads from LUMINAL_NUM_THREADS, else one per hardware thread.
+  /// Threads from LUMINAL_NUM_THREADS, else one per hardware thread. Throws
+  /// thread_count_error for a bad LUMINAL_NUM_THREADS (and again at the next call).
   static thread_pool& instance() {
     static thread_pool pool(default_threads());
     return pool;
   }
+  /// The most threads a pool takes: 4 per hardware thread (oversubscribed runs are
+  /// for experiments; more only costs memory and switches), 256 where the hardware's
+  /// count is unknown.
+  static unsigned max_threads() {
+    const unsigned hardware = std::thread::hardware_concurrency();
+    return hardware == 0 ? 256u : 4u * hardware;
+  }
+  /// LUMINAL_NUM_THREADS, checked (threads_from_text), or one per hardware thread when unset.
   static unsigned default_threads() {
-    if (const char* env = std::getenv("LUMINAL_NUM_THREADS")) {
-      int n = std::atoi(env);
-      if (n > 0) return unsigned(n);
-    }
+    if (const char* env = std::getenv("LUMINAL_NUM_THREADS")) return threads_from_text(env);
     return std::max(1u, std::thread::hardware_concurrency());
   }
-
-  explicit thread_pool(unsigned threads) : thread_count_(std::max(1u, threads)) {
-    for (unsigned t = 1; t < thread_count_; ++t) workers_.emplace_back([this] { worker_loop(); });
-  }
-  ~thread_pool() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-      generation_.fetch_add(1);  // ends the workers' polling
+  /// `text` as a thread count: the whole text a decimal integer from 1 to max_threads().
+  /// Throws thread_count_error naming LUMINAL_NUM_THREADS, the text and the range.
+  static unsigned threads_from_text(std::string_view text) {
+    unsigned long long n = 0;
+    const char* end = text.data() + text.size();
+    const auto [stop, ec] = std::from_chars(text.data(), end, n);
+    if (text.empty() || ec != std::errc() || stop != end || n < 1 || n > max_threads()) {
+      std::string shown(text.substr(0, 40));
+      throw thread_count_error("LUMINAL_NUM_THREADS must be an integer from 1 to " + std::to_string(max_threads()) +
+                               " (4 per hardware thread), not '" + shown + (text.size() > 40 ? "...'" : "'"));
     }
-    wake_.notify_all();
-    for (auto& w : workers_) w.join();
+    return unsigned(n);
   }
+
+  /// A pool of `threads` threads, the caller's included. Throws thread_count_error if the
+  /// system will not start them (the ones started are stopped again).
+  explicit thread_pool(unsigned threads) : thread_count_(std::max(1u, threads)) {
+    try {
+      workers_.reserve(thread_count_ - 1);
+      for (unsigned t = 1; t < thread_count_; ++t) workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::exception& e) {
+      const std::size_t started = workers_.size();
+      stop_workers();
+      throw thread_count_error("luminal: cannot start the host backend's " + std::to_string(thread_count_ - 1) +
+                               " worker threads (" + std::to_string(started) + " started): " + e.what() +
+                               "; set LUMINAL_NUM_THREADS lower");
+    }
+  }
+  ~thread_pool() { stop_workers(); }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
@@ -83,6 +124,17 @@ class thread_pool {
   }
 
  private:
+  void stop_workers() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      generation_.fetch_add(1);  // ends the workers' polling
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
   struct job {
     chunk_fn fn = nullptr;
     const void* body = nullptr;

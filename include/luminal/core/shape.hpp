@@ -246,11 +246,15 @@ struct symbol_values {
   }
 };
 
-/// The value of one extent given the symbol values; throws naming an unbound symbol.
+/// The value of one extent given the symbol values; throws std::invalid_argument naming an
+/// unbound symbol, and std::overflow_error where the value does not fit in 64 bits (the
+/// extents of the inputs bound multiply to more): a wrapped extent would size buffers
+/// smaller than the kernels index.
 inline std::int64_t resolve(const Dim& d, const symbol_values& symbols) {
   if (d.is_static()) return d.offset;
   std::int64_t product = d.scale;
   std::string_view rest = d.symbol_text();
+  bool overflow = false;
   while (!rest.empty()) {
     auto star = rest.find('*');
     auto name = rest.substr(0, star);
@@ -259,9 +263,15 @@ inline std::int64_t resolve(const Dim& d, const symbol_values& symbols) {
     if (!value)
       throw std::invalid_argument("luminal: symbol '" + std::string(name) +
                                   "' has no value: no bound input has an axis of that extent");
-    product *= *value;
+    overflow = overflow || __builtin_mul_overflow(product, *value, &product);
   }
-  return product + d.offset;
+  if (overflow || __builtin_add_overflow(product, d.offset, &product)) {
+    text<64> extent;
+    append_dim(extent, d);
+    throw std::overflow_error("luminal: the extent " + std::string(extent.view()) +
+                              " is too large for 64 bits at the extents bound");
+  }
+  return product;
 }
 
 /// Shape text for runtime messages: "(Batch, 784)".

@@ -16,6 +16,7 @@
 // parameter_store) averages them the same way: average_gradients(t.device_gradients(), comm).
 #pragma once
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "../train/gradient_listener.hpp"
+#include "../io/run_settings.hpp"
 #include "../io/tensor_store.hpp"
 #include "../runtime/parameter_store.hpp"
 #include "../core/communicator.hpp"
@@ -41,7 +43,12 @@ inline double sum_over_ranks(communicator& comm, double value) {
 /// initialize MPI only when it runs under mpirun.
 inline int mpirun_ranks() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
-    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+    if (const char* v = std::getenv(name)) {
+      int ranks = 0;  // the launcher's own variable: anything but a count means one rank
+      const std::string_view text(v);
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ranks);
+      return ec == std::errc() && end == text.data() + text.size() ? std::max(1, ranks) : 1;
+    }
   return 0;
 }
 
@@ -53,6 +60,42 @@ inline void refuse_mpirun_without_mpi(std::string_view program) {
   if (const int ranks = mpirun_ranks(); ranks > 1)
     throw distributed_error(std::string(program) + ": started by mpirun on " + std::to_string(ranks) +
                             " ranks, but built without MPI (install libopenmpi-dev and reconfigure)");
+}
+
+/// Throws distributed_error on every rank unless every rank's `settings` are rank 0's (the
+/// same names, in the same order, with the same values): a program's options and its
+/// data's length, checked before training, so that ranks started with different options
+/// fail at once instead of drifting apart or waiting for each other. The message names
+/// the first setting that differs and both values:
+///   "the ranks' settings differ: --epochs is 1 on rank 0, 2 on rank 1 (every rank must
+///    run with the same settings)"
+///
+///     luminal::run_settings run("--");
+///     run.set("epochs", opt.epochs);  run.set("lr", opt.lr);  run.set("images", train.size());
+///     luminal::check_same_settings(run, comm);
+inline void check_same_settings(const run_settings& settings, communicator& comm) {
+  const auto all = comm.all_gather(settings.serialized());
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    const run_settings first = run_settings::parse_serialized(all[0], settings.display_prefix()),
+                       other = run_settings::parse_serialized(all[r], settings.display_prefix());
+    const auto& a = first.items();
+    const auto& b = other.items();
+    std::string which, mine = "(not set)", theirs = "(not set)";
+    for (std::size_t k = 0; k < std::max(a.size(), b.size()) && which.empty(); ++k) {
+      if (k < a.size() && k < b.size() && a[k].name == b[k].name) {
+        if (a[k].value != b[k].value) which = a[k].name, mine = a[k].value, theirs = b[k].value;
+        continue;
+      }
+      which = k < a.size() ? a[k].name : b[k].name;  // a setting that one of them lacks
+      if (const std::string* v = first.find(which)) mine = *v;
+      if (const std::string* v = other.find(which)) theirs = *v;
+    }
+    const std::string shown = first.find(which) ? first.display(which) : other.display(which);
+    throw distributed_error("luminal: the ranks' settings differ: " + shown + " is " +
+                            run_settings::shown(mine) + " on rank 0, " + run_settings::shown(theirs) + " on rank " +
+                            std::to_string(r) + " (every rank must run with the same settings)");
+  }
 }
 
 namespace detail {

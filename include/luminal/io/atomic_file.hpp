@@ -70,9 +70,10 @@ inline long temp_file_pid(std::string_view name, std::string_view prefix) {
 }
 
 /// Removes the temporary files that killed saves to `target` left behind (best effort:
-/// errors are ignored, a save never fails because of them). Not on Windows, which has no
-/// cheap test of whether a process runs.
-inline void remove_stale_temp_files(const std::string& target) {
+/// errors are ignored, a save never fails because of them) and returns how many it
+/// removed. Not on Windows, which has no cheap test of whether a process runs.
+inline std::size_t remove_stale_temp_files(const std::string& target) {
+  std::size_t removed = 0;
 #if !defined(_WIN32)
   const std::string prefix = temp_prefix(target);
   const std::string dir = files::parent_directory(target);
@@ -81,11 +82,15 @@ inline void remove_stale_temp_files(const std::string& target) {
     if (pid <= 0 || pid == current_pid()) return;
     if (::kill(pid_t(pid), 0) == 0 || errno == EPERM) return;  // that process still runs
     const std::string path = files::join(dir, name);
-    if (files::is_plain_file(path)) files::remove_quietly(path);
+    if (files::is_plain_file(path)) {
+      files::remove_quietly(path);
+      removed += !files::is_plain_file(path);
+    }
   });
 #else
   (void)target;
 #endif
+  return removed;
 }
 
 /// Closes a FILE* on scope exit.

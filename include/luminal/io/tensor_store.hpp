@@ -17,6 +17,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "../core/dtype.hpp"
+#include "allocation_error.hpp"
 
 namespace luminal {
 
@@ -106,12 +107,13 @@ class tensor_store {
   std::map<std::string, std::string, std::less<>> metadata;
 
   /// Stores (copies) `value` under `name`, replacing any entry of that name.
+  /// Throws allocation_error naming the entry when its memory cannot be allocated (the
+  /// store is then as it was, but for an entry of that name that held other values).
   template <element_type T>
   void set(std::string name, const xt::xarray<T>& value) {
-    entry& e = slot(std::move(name));
+    entry& e = sized_slot(std::move(name), value.size() * dtype_size(dtype_of<T>()));
     e.dtype = dtype_of<T>();
     e.shape.assign(value.shape().begin(), value.shape().end());
-    e.data.resize(value.size() * dtype_size(e.dtype));
     if constexpr (!std::is_same_v<T, bool>) {
       detail::copy_little_endian(e.data.data(), value.data(), value.size());
     } else {
@@ -132,10 +134,10 @@ class tensor_store {
       throw store_error("luminal: tensor_store::set_raw('" + name + "'): " + std::to_string(bytes.size()) +
                         " bytes given, but " + std::to_string(n) + " elements of " + std::string(dtype_name(dtype)) +
                         " need " + std::to_string(n * dtype_size(dtype)));
-    entry& e = slot(std::move(name));
+    entry& e = sized_slot(std::move(name), bytes.size());
     e.dtype = dtype;
     e.shape.assign(shape.begin(), shape.end());
-    e.data.assign(bytes.begin(), bytes.end());
+    if (!bytes.empty()) std::memcpy(e.data.data(), bytes.data(), bytes.size());
   }
 
   /// Stores a prepared entry (moved in); its byte size must match its shape and dtype.
@@ -149,7 +151,7 @@ class tensor_store {
       throw store_error("luminal: tensor_store::insert('" + name + "'): " + std::to_string(value.data.size()) +
                         " bytes, but " + std::to_string(n) + " elements of " + std::string(dtype_name(value.dtype)) +
                         " need " + std::to_string(n * dtype_size(value.dtype)));
-    slot(std::move(name)) = std::move(value);
+    slot(std::move(name)).first->second = std::move(value);
   }
 
   /// The entry as an xtensor array of T. Throws store_error if there is no entry of that
@@ -258,17 +260,32 @@ class tensor_store {
   auto end() const { return entries_.end(); }
 
  private:
-  entry& slot(std::string&& name) {
+  using map_type = std::map<std::string, entry, std::less<>>;
+  /// The entry of that name, and whether it was created.
+  std::pair<map_type::iterator, bool> slot(std::string&& name) {
     // Names arriving in order (load_safetensors inserts them sorted) go in at the end in
     // constant time, without a search.
     if (entries_.empty() || entries_.rbegin()->first < name)
-      return entries_.emplace_hint(entries_.end(), std::move(name), entry{})->second;
+      return {entries_.emplace_hint(entries_.end(), std::move(name), entry{}), true};
     auto it = entries_.find(name);
-    if (it != entries_.end()) return it->second;
-    return entries_.emplace(std::move(name), entry{}).first->second;
+    if (it != entries_.end()) return {it, false};
+    return entries_.emplace(std::move(name), entry{});
+  }
+  /// slot(name) with `bytes` bytes of data (kept when they are there already). A failed
+  /// allocation removes an entry it created and throws allocation_error naming it.
+  entry& sized_slot(std::string&& name, std::size_t bytes) {
+    auto [it, created] = slot(std::move(name));
+    try {
+      it->second.data.resize(bytes);
+    } catch (const std::bad_alloc&) {
+      const std::string what = "tensor '" + it->first.substr(0, 200) + "' of a tensor_store";
+      if (created) entries_.erase(it);
+      throw allocation_error(bytes, what);
+    }
+    return it->second;
   }
 
-  std::map<std::string, entry, std::less<>> entries_;
+  map_type entries_;
 };
 
 }  // namespace luminal

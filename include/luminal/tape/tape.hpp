@@ -45,6 +45,7 @@
 
 #include "block.hpp"
 #include "../train/gradient_listener.hpp"
+#include "../io/allocation_error.hpp"
 #include "../io/tensor_store.hpp"
 #include "../runtime/parameter_store.hpp"
 #include <xtensor/xbuilder.hpp>
@@ -393,7 +394,10 @@ class tape {
     if (b.capacity < bytes) {
       backend_.deallocate(b.data);
       b.data = nullptr, b.capacity = 0;  // nothing dangling if allocate throws
-      b.data = backend_.allocate(bytes);
+      b.data = allocate_named(bytes, [&] { return backend_.allocate(bytes); }, [&] {
+        return "a value of the tape, which holds " + allocation_error::describe_bytes(held_bytes()) +
+               " already (fewer layers, a smaller batch or tape::checkpoint need less)";
+      });
       b.capacity = bytes;
     }
     b.bytes = bytes;

@@ -19,6 +19,16 @@
 // tokenizers takes the categories (Cc Cf Co, Mn, P*) from Unicode 8.0 tables: characters
 // added later count as ordinary letters here too (newer_than_unicode_8 below).
 //
+// The text is read one character at a time and encoding stops once the pieces fill
+// max_tokens: the memory and time of an encoding are bounded by the ids it returns, not by
+// the length of the text (a 50 MB line costs what its first 256 pieces cost, and UTF-8
+// after the cut is not looked at). wordpiece::encoder takes the text in parts, as it is
+// read:
+//
+//     luminal::wordpiece::encoder enc(tok, 256);
+//     while (enc.wants_more() && read_some(buffer)) enc.feed(buffer);  // stops reading early
+//     std::vector<std::int32_t> ids = enc.finish();
+//
 // Unicode data comes from utf8proc rather than ICU because it is small and does exactly the
 // NFD, general-category and case mapping needed here. Link with -lutf8proc.
 #pragma once
@@ -47,34 +57,7 @@ class tokenizer_error : public std::runtime_error {
 
 namespace detail {
 
-/// Decodes strict UTF-8 (no overlong forms, surrogates or values above U+10FFFF).
-/// Throws tokenizer_error naming the byte offset of the first bad sequence.
-inline std::vector<char32_t> decode_utf8(std::string_view s) {
-  std::vector<char32_t> out;
-  out.reserve(s.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const std::size_t n = s.size();
-  for (std::size_t i = 0; i < n;) {
-    const unsigned b = p[i];
-    std::size_t len = 0;
-    char32_t c = 0, lo = 0;
-    if (b < 0x80) { out.push_back(b); ++i; continue; }
-    if (b >= 0xC2 && b <= 0xDF) { len = 2; c = b & 0x1F; lo = 0x80; }
-    else if (b >= 0xE0 && b <= 0xEF) { len = 3; c = b & 0x0F; lo = 0x800; }
-    else if (b >= 0xF0 && b <= 0xF4) { len = 4; c = b & 0x07; lo = 0x10000; }
-    bool ok = len != 0 && i + len <= n;
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) ok = false;
-      else c = (c << 6) | (p[i + k] & 0x3F);
-    }
-    if (!ok || c < lo || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-      throw tokenizer_error("luminal: the text is not valid UTF-8 at byte " + std::to_string(i));
-    out.push_back(c);
-    i += len;
-  }
-  return out;
-}
-
+/// Appends code point `c` to `s` as UTF-8.
 inline void append_utf8(std::string& s, char32_t c) {
   if (c < 0x80) { s += char(c); return; }
   if (c < 0x800) { s += char(0xC0 | (c >> 6)); }
@@ -148,47 +131,6 @@ inline bool is_punctuation(char32_t c) {
   return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
 }
 
-/// BertNormalizer(clean_text, handle_chinese_chars, strip_accents, lowercase) on code points.
-inline std::vector<char32_t> normalize(const char32_t* first, const char32_t* last) {
-  std::vector<char32_t> cleaned;
-  cleaned.reserve(std::size_t(last - first));
-  for (const char32_t* p = first; p != last; ++p) {
-    const char32_t c = *p;
-    if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-    if (is_whitespace(c)) { cleaned.push_back(U' '); continue; }
-    if (is_chinese(c)) { cleaned.insert(cleaned.end(), {U' ', c, U' '}); continue; }
-    cleaned.push_back(c);
-  }
-  // NFD: full canonical decomposition, then canonical ordering of each run of marks.
-  std::vector<char32_t> nfd;
-  nfd.reserve(cleaned.size());
-  utf8proc_int32_t buf[32];
-  for (char32_t c : cleaned) {
-    const auto n = utf8proc_decompose_char(utf8proc_int32_t(c), buf, 32, UTF8PROC_DECOMPOSE, nullptr);
-    if (n <= 0 || n > 32) { nfd.push_back(c); continue; }  // cannot happen for valid code points
-    for (utf8proc_ssize_t k = 0; k < n; ++k) nfd.push_back(char32_t(buf[k]));
-  }
-  auto ccc = [](char32_t c) { return utf8proc_get_property(utf8proc_int32_t(c))->combining_class; };
-  for (std::size_t i = 0; i < nfd.size();) {
-    if (ccc(nfd[i]) == 0) { ++i; continue; }
-    std::size_t j = i;
-    while (j < nfd.size() && ccc(nfd[j]) != 0) ++j;
-    std::stable_sort(nfd.begin() + std::ptrdiff_t(i), nfd.begin() + std::ptrdiff_t(j),
-                     [&](char32_t a, char32_t b) { return ccc(a) < ccc(b); });
-    i = j;
-  }
-  // Strip accents (Mn), then lower-case. The only multi-character lowercase mapping,
-  // U+0130 -> "i\u0307", cannot occur here (NFD has already split U+0130 into I + U+0307).
-  std::vector<char32_t> out;
-  out.reserve(nfd.size());
-  for (char32_t c : nfd) {
-    if (category(c) == UTF8PROC_CATEGORY_MN) continue;
-    if (c == 0x130) { out.insert(out.end(), {U'i', char32_t(0x307)}); continue; }
-    out.push_back(char32_t(utf8proc_tolower(utf8proc_int32_t(c))));
-  }
-  return out;
-}
-
 }  // namespace detail
 
 /// An uncased BERT WordPiece tokenizer over a vocab.txt (one token per line, id = line number).
@@ -238,23 +180,12 @@ class tokenizer {
   }
 
   /// The ids of `utf8`, [CLS] first and [SEP] last, truncated to at most `max_tokens` ids in all.
-  /// Throws tokenizer_error for invalid UTF-8, std::invalid_argument if max_tokens < 2.
-  std::vector<std::int32_t> encode(std::string_view utf8, std::size_t max_tokens = 256) const {
-    if (max_tokens < 2)
-      throw std::invalid_argument("luminal: wordpiece::tokenizer::encode(): max_tokens must be at least 2 (room for "
-                                  "[CLS] and [SEP]), got " + std::to_string(max_tokens));
-    std::vector<std::int32_t> ids{cls_};
-    run(utf8, max_tokens - 2, [&](std::int32_t id) { ids.push_back(id); });
-    ids.push_back(sep_);
-    return ids;
-  }
+  /// Throws tokenizer_error for invalid UTF-8 (before the cut), std::invalid_argument if
+  /// max_tokens < 2. Reads only as much of the text as those ids need.
+  std::vector<std::int32_t> encode(std::string_view utf8, std::size_t max_tokens = 256) const;
 
   /// The word pieces of `utf8`, without [CLS], [SEP] or truncation (for debugging).
-  std::vector<std::string> wordpieces(std::string_view utf8) const {
-    std::vector<std::string> out;
-    run(utf8, std::size_t(-1), [&](std::int32_t id) { out.push_back(tokens_[std::size_t(id)]); });
-    return out;
-  }
+  std::vector<std::string> wordpieces(std::string_view utf8) const;
 
   std::size_t vocab_size() const { return tokens_.size(); }
 
@@ -279,52 +210,30 @@ class tokenizer {
   std::int32_t unk_id() const { return unk_; }
 
  private:
+  friend class encoder;
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, std::int32_t> ids_;
   std::size_t max_token_bytes_ = 0;
   std::int32_t cls_ = 0, sep_ = 0, unk_ = 0, pad_ = 0;
 
-  /// The id of a special token written at the start of `rest`, or -1.
-  std::int32_t special_at(std::u32string_view rest, std::size_t& length) const {
+  /// The id of a special token of the vocabulary written at the start of `rest` (bytes:
+  /// the names are ASCII), or -1; `partial` is set when `rest` is a proper prefix of one
+  /// (more text could complete it).
+  std::int32_t special_at(std::string_view rest, std::size_t& length, bool& partial) const {
+    partial = false;
     for (const char* name : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}) {
       const std::string_view s(name);
-      if (rest.size() < s.size() || !std::equal(s.begin(), s.end(), rest.begin())) continue;
+      if (rest.size() < s.size()) {
+        if (s.starts_with(rest) && ids_.count(std::string(s))) partial = true;
+        continue;
+      }
+      if (!rest.starts_with(s)) continue;
       auto it = ids_.find(std::string(s));
       if (it == ids_.end()) continue;
       length = s.size();
       return it->second;
     }
     return -1;
-  }
-
-  /// Calls emit(id) for each piece of `utf8`, stopping after `limit` pieces.
-  template <class Emit>
-  void run(std::string_view utf8, std::size_t limit, Emit&& emit) const {
-    const std::vector<char32_t> text = detail::decode_utf8(utf8);
-    const std::u32string_view all(text.data(), text.size());
-    std::size_t count = 0, seg = 0;
-    for (std::size_t i = 0; i <= all.size() && count < limit; ++i) {
-      std::size_t len = 0;
-      const std::int32_t special = i < all.size() && all[i] == U'[' ? special_at(all.substr(i), len) : -1;
-      if (special < 0 && i < all.size()) continue;
-      // The plain text between two special tokens: normalize, split into words, word-piece.
-      const auto norm = detail::normalize(text.data() + seg, text.data() + i);
-      std::size_t w = 0;
-      while (w < norm.size() && count < limit) {
-        const char32_t c = norm[w];
-        if (detail::is_whitespace(c)) { ++w; continue; }
-        std::size_t e = w + 1;
-        if (!detail::is_punctuation(c))
-          while (e < norm.size() && !detail::is_whitespace(norm[e]) &&
-                 !detail::is_punctuation(norm[e]))
-            ++e;
-        split_word(norm.data() + w, norm.data() + e, limit, count, emit);
-        w = e;
-      }
-      if (special >= 0 && count < limit) { emit(special); ++count; }
-      seg = i + len;
-      if (len > 0) i += len - 1;
-    }
   }
 
   /// Greedy longest-match-first WordPiece on one word.
@@ -360,5 +269,219 @@ class tokenizer {
     for (std::size_t k = 0; k < pieces.size() && count < limit; ++k, ++count) emit(pieces[k]);
   }
 };
+
+/// Encodes one text given in parts (see the file comment): feed() the bytes as they come,
+/// while wants_more(), then finish(). The result is tokenizer::encode's for the whole text.
+/// The state is bounded: a word is kept up to 101 characters (a longer one is [UNK]
+/// whatever follows), a run of combining marks up to 101, an unfinished UTF-8 sequence or
+/// special token up to 5 bytes.
+class encoder {
+ public:
+  /// Throws std::invalid_argument if max_tokens < 2 (room for [CLS] and [SEP]).
+  explicit encoder(const tokenizer& vocabulary, std::size_t max_tokens = 256)
+      : tok_(vocabulary), limit_(max_tokens < 2 ? 0 : max_tokens - 2) {
+    if (max_tokens < 2)
+      throw std::invalid_argument("luminal: wordpiece::tokenizer::encode(): max_tokens must be at least 2 (room for "
+                                  "[CLS] and [SEP]), got " + std::to_string(max_tokens));
+  }
+
+  /// Whether more text can still change the ids (the pieces do not fill max_tokens yet).
+  bool wants_more() const { return pieces_.size() < limit_ && !finished_; }
+
+  /// The next bytes of the text. Returns wants_more(). Throws tokenizer_error for invalid
+  /// UTF-8, naming the byte's offset in the whole text.
+  bool feed(std::string_view bytes) {
+    if (!wants_more()) return false;
+    if (!carry_.empty()) {
+      // An unfinished character or special token: completed from the new bytes.
+      const std::size_t had = carry_.size(), take = std::min<std::size_t>(bytes.size(), 8);
+      carry_.append(bytes.substr(0, take));
+      const std::size_t used = consume(carry_, false);
+      if (used < had) {  // still unfinished (few new bytes)
+        carry_.erase(0, used);
+        return wants_more();
+      }
+      bytes.remove_prefix(used - had);
+      carry_.clear();
+    }
+    const std::size_t used = consume(bytes, false);
+    if (wants_more()) carry_.assign(bytes.substr(used));
+    return wants_more();
+  }
+
+  /// Ends the text and returns its ids: [CLS], the pieces, [SEP]. Throws tokenizer_error if
+  /// the text ends inside a UTF-8 sequence.
+  std::vector<std::int32_t> finish() {
+    if (!finished_) {
+      if (wants_more()) {
+        const std::string rest = std::move(carry_);
+        carry_.clear();
+        consume(rest, true);
+        end_segment();
+      }
+      finished_ = true;
+    }
+    std::vector<std::int32_t> ids;
+    ids.reserve(pieces_.size() + 2);
+    ids.push_back(tok_.cls_);
+    ids.insert(ids.end(), pieces_.begin(), pieces_.end());
+    ids.push_back(tok_.sep_);
+    return ids;
+  }
+
+  /// The pieces so far, without [CLS] and [SEP].
+  const std::vector<std::int32_t>& pieces() const { return pieces_; }
+
+ private:
+  static constexpr std::size_t max_word = 100;  // longer words are [UNK] (tokenizers' limit)
+
+  /// Reads whole characters and special tokens of `bytes` while the pieces are wanted;
+  /// returns how many bytes it used. Stops before an unfinished one unless `last`.
+  std::size_t consume(std::string_view bytes, bool last) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    const std::size_t n = bytes.size();
+    std::size_t i = 0;
+    while (i < n && wants_more()) {
+      const unsigned b = p[i];
+      if (b == '[') {
+        std::size_t length = 0;
+        bool partial = false;
+        const std::int32_t special = tok_.special_at(bytes.substr(i), length, partial);
+        if (special >= 0) {
+          end_segment();
+          if (wants_more()) pieces_.push_back(special);
+          i += length, offset_ += length;
+          continue;
+        }
+        if (partial && !last) break;  // "[SE" and more to come
+      }
+      std::size_t len = 0;
+      char32_t c = 0, lo = 0;
+      if (b < 0x80) len = 1, c = b;
+      else if (b >= 0xC2 && b <= 0xDF) len = 2, c = b & 0x1F, lo = 0x80;
+      else if (b >= 0xE0 && b <= 0xEF) len = 3, c = b & 0x0F, lo = 0x800;
+      else if (b >= 0xF0 && b <= 0xF4) len = 4, c = b & 0x07, lo = 0x10000;
+      bool ok = len != 0;
+      std::size_t k = 1;
+      for (; ok && k < len && i + k < n; ++k) {
+        if ((p[i + k] & 0xC0) != 0x80) ok = false;
+        else c = (c << 6) | (p[i + k] & 0x3F);
+      }
+      if (ok && k < len) {  // the sequence goes on past these bytes
+        if (!last) break;
+        ok = false;
+      }
+      if (!ok || c < lo || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        throw tokenizer_error("luminal: the text is not valid UTF-8 at byte " + std::to_string(offset_));
+      take(c);
+      i += len, offset_ += len;
+    }
+    return i;
+  }
+
+  /// One character of the text through BertNormalizer: cleaned, CJK spaced, decomposed.
+  void take(char32_t c) {
+    if (c == 0 || c == 0xFFFD || detail::is_control(c)) return;
+    if (detail::is_whitespace(c)) return decomposed(U' ');
+    const bool chinese = detail::is_chinese(c);
+    if (chinese) decomposed(U' ');
+    utf8proc_int32_t buf[32];
+    const auto count = utf8proc_decompose_char(utf8proc_int32_t(c), buf, 32, UTF8PROC_DECOMPOSE, nullptr);
+    if (count <= 0 || count > 32) decomposed(c);  // cannot happen for valid code points
+    else
+      for (utf8proc_ssize_t k = 0; k < count; ++k) decomposed(char32_t(buf[k]));
+    if (chinese) decomposed(U' ');
+  }
+
+  /// One character of the NFD text, in order. A run of combining marks (class > 0) is put
+  /// in canonical order when it ends; the Mn marks are dropped (strip accents), which the
+  /// stable ordering of the others does not notice.
+  void decomposed(char32_t d) {
+    const auto ccc = utf8proc_get_property(utf8proc_int32_t(d))->combining_class;
+    if (ccc == 0) {
+      end_run();
+      if (detail::category(d) != UTF8PROC_CATEGORY_MN) normalized(d);
+      return;
+    }
+    if (detail::category(d) == UTF8PROC_CATEGORY_MN) return;
+    // A run of more than max_word kept marks makes its word too long to be anything but
+    // [UNK], in whatever order: they need not be kept.
+    if (run_.size() < max_word + 1) run_.push_back(d);
+    else run_overflow_ = true;
+  }
+  void end_run() {
+    if (run_.empty() && !run_overflow_) return;
+    auto ccc = [](char32_t c) { return utf8proc_get_property(utf8proc_int32_t(c))->combining_class; };
+    std::stable_sort(run_.begin(), run_.end(), [&](char32_t a, char32_t b) { return ccc(a) < ccc(b); });
+    for (char32_t d : run_) normalized(d);
+    if (run_overflow_) word_too_long_ = true;
+    run_.clear();
+    run_overflow_ = false;
+  }
+
+  /// One character of the normalized text (lower-cased here): whitespace ends a word,
+  /// punctuation is a word of its own, anything else extends the word.
+  void normalized(char32_t d) {
+    // The only multi-character lowercase mapping, U+0130 -> "i\u0307", cannot occur
+    // after NFD (which splits U+0130 into I + U+0307); kept for the record.
+    if (d == 0x130) {
+      word_character(U'i');
+      word_character(0x307);
+      return;
+    }
+    const auto c = char32_t(utf8proc_tolower(utf8proc_int32_t(d)));
+    if (detail::is_whitespace(c)) return end_word();
+    if (detail::is_punctuation(c)) {
+      end_word();
+      word_character(c);
+      return end_word();
+    }
+    word_character(c);
+  }
+  void word_character(char32_t c) {
+    if (word_.size() < max_word) word_.push_back(c);
+    else word_too_long_ = true;
+  }
+  void end_word() {
+    if (word_too_long_) {
+      if (wants_more()) pieces_.push_back(tok_.unk_);
+    } else if (!word_.empty() && wants_more()) {
+      std::size_t count = pieces_.size();
+      auto emit = [&](std::int32_t id) { pieces_.push_back(id); };
+      tok_.split_word(word_.data(), word_.data() + word_.size(), limit_, count, emit);
+    }
+    word_.clear();
+    word_too_long_ = false;
+  }
+  /// The end of the text, or a special token: the plain text before it ends here.
+  void end_segment() {
+    end_run();
+    end_word();
+  }
+
+  const tokenizer& tok_;
+  std::size_t limit_;
+  std::vector<std::int32_t> pieces_;
+  std::vector<char32_t> run_, word_;
+  bool run_overflow_ = false, word_too_long_ = false, finished_ = false;
+  std::string carry_;        // an unfinished UTF-8 sequence or special token
+  std::size_t offset_ = 0;   // bytes of the text consumed, for messages
+};
+
+inline std::vector<std::int32_t> tokenizer::encode(std::string_view utf8, std::size_t max_tokens) const {
+  encoder e(*this, max_tokens);
+  e.feed(utf8);
+  return e.finish();
+}
+
+inline std::vector<std::string> tokenizer::wordpieces(std::string_view utf8) const {
+  encoder e(*this, std::size_t(-1));
+  e.feed(utf8);
+  std::vector<std::string> out;
+  for (std::int32_t id : e.finish()) out.push_back(tokens_[std::size_t(id)]);
+  out.erase(out.begin());  // [CLS]
+  out.pop_back();          // [SEP]
+  return out;
+}
 
 }  // namespace luminal::wordpiece

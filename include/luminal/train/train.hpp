@@ -281,10 +281,30 @@ class train_step {
     synchronized_ = false;  // a data-parallel step takes rank 0's values again
   }
 
+  /// What load_state() reads of a checkpoint, for load_safetensors(path, specs), which
+  /// checks every name, element type and shape against the file's header before it reads
+  /// any data: each parameter (required) and each optimizer state tensor (optional: a
+  /// file of parameters alone restarts the state).
+  ///     tensor_store saved = load_safetensors(path, step.checkpoint_tensors());  // nothing else in it
+  static std::vector<tensor_spec> checkpoint_tensors() {
+    std::vector<tensor_spec> specs;
+    specs.reserve(slot_count);
+    for (const detail::leaf_entry& slot : slots) {
+      tensor_spec spec{std::string(slot.name), slot.type, {}, slot.role == leaf_role::parameter};
+      for (std::size_t k = 0; k < slot.rank; ++k) spec.shape.push_back(slot.dims[k].offset);
+      specs.push_back(std::move(spec));
+    }
+    return specs;
+  }
+
   /// Writes state() to a safetensors file atomically (io/safetensors.hpp).
   void save(const std::string& path) const { save_safetensors(state(), path); }
-  /// Reads a safetensors file with load_state().
-  void load(const std::string& path) { load_state(load_safetensors(path), "'" + path + "'"); }
+  /// Reads a safetensors file with load_state(): only the tensors checkpoint_tensors()
+  /// names are read (others, a PyTorch model's buffers say, are skipped), and each is
+  /// checked against the header before any data is read.
+  void load(const std::string& path) {
+    load_state(load_safetensors(path, checkpoint_tensors(), other_tensors::skip), "'" + path + "'");
+  }
 
   /// The global-norm bound when compiled with gradient_clipping::global_norm.
   double max_grad_norm = std::numeric_limits<double>::infinity();
