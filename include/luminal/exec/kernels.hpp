@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "../core/communicator.hpp"
+#include "../core/quant_format.hpp"
 #include "kernel_groups.hpp"
 
 namespace luminal {
@@ -54,12 +55,21 @@ void add_into(B& backend, T* sum, const T* addend, std::size_t count) {
 /// Runs kernels of one program; host-side tables give extents and buffer addresses.
 template <class B, class Layout>
 struct kernel_runner {
-  using flat_program = flat::program_of<Layout>;
+  using flat_program = flat::graph_of<Layout>;
   B& backend;
   kernel_context ctx;
   void* const* buffers;      // host copy of the device pointers
   const index_t* dims;       // host copy of the extents table
   detail::exchange_state* exchange = nullptr;  // the program's, for exchange kernels
+  const quant_format* formats = nullptr;       // per node: how a quantized leaf's data is stored
+
+  /// Node N's id in the program: the index of its buffer and its row of extents.
+  template <class N>
+  static constexpr int id_of() { return Layout::template id<N>::value; }
+
+  /// How quantized leaf N's bound data is stored (program::bind_quantized).
+  template <class N>
+  quant_format format_of() const { return formats[Layout::template id<N>::value]; }
 
   template <class N>
   auto* data_of() const { return static_cast<typename N::value_type*>(buffers[Layout::template id<N>::value]); }

@@ -49,7 +49,12 @@ consteval double constant_sqrt(double x) {
 }
 }  // namespace detail
 
-/// True where key position <= query position, for scores [..., Seq, Seq].
+/// True where key position <= query position, for scores [..., Seq, Seq] (query rows, key
+/// columns): what a decoder may attend to. Masked scores take a large negative value
+/// before the softmax, so that they get no weight:
+///
+///     auto scores = matmul(q, transpose(k)) * c<0.125>;               // [Batch, Heads, Seq, Seq]
+///     auto weights = softmax<-1>(where(nn::causal_mask<Seq>(), scores, c<-1e30>));
 template <Dim SeqDim>
 constexpr auto causal_mask() {
   return less_than(iota<1, i32>(shape<SeqDim, SeqDim>), iota<0, i32>(shape<SeqDim, SeqDim>) + c<1>);

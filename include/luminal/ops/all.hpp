@@ -6,6 +6,7 @@
 #pragma once
 
 #include "binary.hpp"
+#include "cached_attention.hpp"
 #include "cast.hpp"
 #include "composite.hpp"
 #include "concat.hpp"
@@ -16,9 +17,11 @@
 #include "matmul.hpp"
 #include "permute.hpp"
 #include "pow.hpp"
+#include "quantized.hpp"
 #include "reduce.hpp"
 #include "reductions.hpp"
 #include "reshape.hpp"
+#include "rope.hpp"
 #include "rounding.hpp"
 #include "slice.hpp"
 #include "special.hpp"

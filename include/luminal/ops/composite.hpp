@@ -125,6 +125,8 @@ template <double Slope = 0.01, expression X> constexpr auto leaky_relu(X x) {
 }
 /// 1 / (1 + e^-x).
 template <expression X> constexpr auto sigmoid(X x) { return recip(exp(neg(x)) + c<1.0>); }
+/// SiLU (swish), x sigmoid(x), as torch.nn.functional.silu: Llama's gated MLP.
+template <expression X> constexpr auto silu(X x) { return x * sigmoid(x); }
 /// tanh x = 2 sigmoid(2x) - 1.
 template <expression X> constexpr auto tanh(X x) { return sigmoid(x * c<2.0>) * c<2.0> - c<1.0>; }
 /// log(1 + e^x) as torch.nn.functional.softplus (beta 1, threshold 20): x itself above 20.

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "../core/exceptions.hpp"
+#include "../core/quant_format.hpp"
 #include "../core/graph.hpp"
 
 namespace luminal::detail {
@@ -108,8 +109,62 @@ inline std::size_t check_input(const leaf_entry& leaf, dtype_tag type, const voi
   return count;
 }
 
-/// Fixes each symbol from the first input that has it as an axis; later inputs, and
-/// compound extents (Batch*Seq, Seq+2), must agree. Throws input_error for an unbound
+/// The bytes of quantized weights of `count` elements in `shape` stored in `format`: whole
+/// rows of the last extent, each a run of the format's blocks. Throws input_error naming
+/// the input when the format is not one luminal reads or a row is not whole blocks.
+inline std::size_t quantized_bytes(const leaf_entry& leaf, quant_format format, std::size_t count,
+                                   std::span<const index_t> shape) {
+  const quant_format_info info = format_info(format);
+  std::string who = "luminal: quantized weight '" + std::string(leaf.name) + "' ";
+  if (info.block_elements == 0)
+    throw input_error(who + "was given an unknown format (ggml type " + std::to_string(unsigned(format)) + ")");
+  if (shape.empty()) throw input_error(who + "needs at least one axis: its rows");
+  const std::size_t row = std::size_t(shape.back());
+  if (row % info.block_elements != 0)
+    throw input_error(who + "has rows of " + std::to_string(row) + " elements, which is not a whole number of " +
+                      std::string(info.name) + " blocks of " + std::to_string(info.block_elements));
+  return row == 0 ? 0 : count / row * row_bytes(format, row);
+}
+
+/// Solves symbols that appear only in products (`Heads` in an axis of `Heads*HeadDim`) from
+/// a bound extent whose other factors are known, until nothing more is learned. Throws
+/// input_error when the extent is not a multiple of the known factors.
+inline void solve_products(std::span<const leaf_entry> leaves, std::span<const input_binding> bindings,
+                           symbol_values& symbols) {
+  for (bool learned = true; learned;) {
+    learned = false;
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      for (std::size_t k = 0; k < leaves[i].rank; ++k) {
+        const Dim& d = leaves[i].dims[k];
+        if (d.is_static()) continue;
+        std::string_view unknown;
+        int unknowns = 0;
+        std::int64_t known = d.scale;
+        std::string_view rest = d.symbol_text();
+        while (!rest.empty()) {
+          auto star = rest.find('*');
+          std::string_view name = rest.substr(0, star);
+          rest = star == std::string_view::npos ? std::string_view{} : rest.substr(star + 1);
+          if (const index_t* value = symbols.find(name)) known *= *value;
+          else { ++unknowns; unknown = name; }
+        }
+        if (unknowns != 1) continue;
+        const std::int64_t extent = bindings[i].dims[k] - d.offset;
+        if (known <= 0 || extent < 0 || extent % known != 0)
+          throw input_error("luminal: input '" + std::string(leaves[i].name) + "' axis " + std::to_string(k) + " is " +
+                            std::string(shape_text(std::array<Dim, 1>{d}).view()) + " = " +
+                            std::to_string(bindings[i].dims[k]) + ", which gives no whole value of " +
+                            std::string(unknown));
+        symbols.set(unknown, extent / known);
+        learned = true;
+      }
+    }
+  }
+}
+
+/// Fixes each symbol from the first input that has it as an axis, then symbols that only
+/// products hold (solve_products); later inputs, and compound extents (Batch*Seq, Seq+2),
+/// must agree. Throws input_error for an unbound
 /// input or a disagreement, naming both inputs.
 inline void resolve_symbols(std::span<const leaf_entry> leaves, std::span<const input_binding> bindings,
                             symbol_values& symbols) {
@@ -141,6 +196,7 @@ inline void resolve_symbols(std::span<const leaf_entry> leaves, std::span<const 
       }
     }
   }
+  solve_products(leaves, bindings, symbols);
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const leaf_entry& leaf = leaves[i];
     for (std::size_t k = 0; k < leaf.rank; ++k) {

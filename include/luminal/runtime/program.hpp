@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <xtensor/xarray.hpp>
 
 #include "../plan/arena.hpp"
 #include "../core/backend.hpp"
@@ -18,6 +19,7 @@
 #include "../exec/eval.hpp"
 #include "../core/exceptions.hpp"
 #include "../exec/kernels.hpp"
+#include "../io/allocation_error.hpp"
 #include "profile_report.hpp"
 
 namespace luminal {
@@ -50,7 +52,8 @@ class program {
   static constexpr bool exchanges = detail::needs_communicator<nodes>;
   /// Whether the program holds gathers, whose out-of-range indices run() reports: only
   /// such a run reads a flag back from the device, and so waits for its kernels.
-  static constexpr bool checks_indices = detail::holds_kind(layout::table, op_kind::gather);
+  static constexpr bool checks_indices =
+      detail::holds_kind(layout::table, op_kind::gather) || detail::any_reports_bad_indices<nodes>::value;
 
   explicit program(B backend = {}) : backend_(std::move(backend)) {
     dims_.assign(node_count * max_rank, 0);
@@ -109,6 +112,24 @@ class program {
     bind_view(name, data, std::span<const index_t>(shape.begin(), shape.size()));
   }
 
+  /// Binds a quantized weight (a `quantized_weight<Name>` leaf) stored in `format`: rows of
+  /// the last extent's elements in ggml's blocks, as a GGUF file holds them (`shape` counts
+  /// elements, not blocks). Without a copy where the backend reads host memory (the memory
+  /// must then stay valid and unchanged until run() returns), else copied to the device.
+  ///     prog.bind_quantized("blk.0.attn_q.weight", quant_format::q4_1, data, {576, 576});
+  void bind_quantized(std::string_view name, quant_format format, const void* data, std::span<const index_t> shape) {
+    bind_quantized_as(name, format, data, shape, !B::host_accessible);
+  }
+  void bind_quantized(std::string_view name, quant_format format, const void* data,
+                      std::initializer_list<index_t> shape) {
+    bind_quantized(name, format, data, std::span<const index_t>(shape.begin(), shape.size()));
+  }
+  /// bind_quantized for data already in this backend's memory (a GPU's): never copied.
+  void bind_quantized_device(std::string_view name, quant_format format, const void* data,
+                             std::span<const index_t> shape) {
+    bind_quantized_as(name, format, data, shape, false);
+  }
+
   /// Binds memory of this backend (device memory on a GPU) without copying: the memory
   /// must stay valid and unchanged until run() returns. A parameter_store binds this way.
   template <element_type T>
@@ -151,7 +172,7 @@ class program {
       backend_.to_device(error_device_, &no_error, sizeof(int));
     }
     kernel_context ctx{buffers_device_, dims_device_, error_device_};
-    kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data(), &exchange_};
+    kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data(), &exchange_, formats_.data()};
     auto launch_all = [&] {
       boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>(
           [&](auto K) { launch_kernel<int(decltype(K)::value)>(runner); });
@@ -338,13 +359,31 @@ class program {
 
   void bind_raw(std::string_view name, dtype_tag type, const void* data, std::span<const index_t> shape, bool copy) {
     std::size_t i = detail::find_input(leaf_table, name);
-    std::size_t bytes = detail::check_input(leaf_table[i], type, data, shape) * leaf_table[i].element_bytes;
+    bind_data(i, data, shape, detail::check_input(leaf_table[i], type, data, shape) * leaf_table[i].element_bytes, copy);
+  }
+
+  void bind_quantized_as(std::string_view name, quant_format format, const void* data, std::span<const index_t> shape,
+                         bool copy) {
+    std::size_t i = detail::find_input(leaf_table, name);
+    const detail::leaf_entry& leaf = leaf_table[i];
+    if (leaf.type != dtype_tag::quantized)
+      throw input_error("luminal: input '" + std::string(name) + "' holds " + std::string(dtype_name(leaf.type)) +
+                        "; bind_quantized() binds quantized weights (quantized_weight<Name>)");
+    std::size_t count = detail::check_input(leaf, dtype_tag::quantized, data, shape);
+    bind_data(i, data, shape, detail::quantized_bytes(leaf, format, count, shape), copy);
+    formats_[std::size_t(leaf.node)] = format;
+  }
+
+  /// Binds `bytes` bytes at `data` to input i, checked already: copied, or in place.
+  void bind_data(std::size_t i, const void* data, std::span<const index_t> shape, std::size_t bytes, bool copy) {
     detail::input_binding& b = bindings_[i];
     std::copy(shape.begin(), shape.end(), b.dims.begin());
     if (copy) {
       if (b.owned_bytes < bytes) {
         if (b.owned) backend_.deallocate(b.owned);
-        b.owned = backend_.allocate(bytes);
+        b.owned = nullptr, b.owned_bytes = 0;  // nothing dangling if the allocation fails
+        b.owned = allocate_named(bytes, [&] { return backend_.allocate(bytes); },
+                                 [&] { return "the program's copy of input '" + std::string(leaf_table[i].name) + "'"; });
         b.owned_bytes = bytes;
       }
       backend_.to_device(b.owned, data, bytes);
@@ -391,7 +430,11 @@ class program {
     std::size_t total = place_in_arena(requests);
     if (total > arena_capacity_) {
       if (arena_) backend_.deallocate(arena_);
-      arena_ = backend_.allocate(total);
+      arena_ = nullptr, arena_capacity_ = 0, planned_ = false;  // nothing dangling if the allocation fails
+      arena_ = allocate_named(total, [&] { return backend_.allocate(total); }, [&] {
+        return "the arena of a program of " + std::to_string(kernel_count()) + " kernels (" +
+               std::to_string(requests.size()) + " buffers for the bound extents)";
+      });
       arena_capacity_ = total;
     }
     arena_bytes_ = total;
@@ -465,6 +508,7 @@ class program {
     std::swap(profiled_runs_, other.profiled_runs_);
     std::swap(exchange_, other.exchange_);
     std::swap(retention_, other.retention_);
+    std::swap(formats_, other.formats_);
   }
   void release() noexcept {
     for (auto& b : bindings_)
@@ -494,6 +538,7 @@ class program {
   std::size_t profiled_runs_ = 0;
   detail::exchange_state exchange_;
   detail::recompute_choice retention_;  // for the planned extents
+  std::array<quant_format, node_count> formats_{};  // of quantized leaves, as bound
 };
 
 /// Compiles the graph of `outputs` for backend B (host threads + BLAS by default).
