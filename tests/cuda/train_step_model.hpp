@@ -1,8 +1,8 @@
 // The small training step of train_step_cuda_test.cu: a two-layer MLP with SGD and
 // momentum. The GPU runs it in that file; the host's reference run is compiled by g++ in
 // train_step_host_reference.cpp, so that nvcc never compiles the host program as well.
-// (AdamW's update runs on the device in tape_device_test.cpp; in this compiled step it
-// took nvcc's front end 0.5 GB more, over its 2 GB budget.)
+// (AdamW's update runs on the device in tape_device_test.cpp: in this compiled step it
+// would put nvcc's front end over the test build's memory budget.)
 #pragma once
 
 #include <map>

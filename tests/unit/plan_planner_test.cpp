@@ -132,6 +132,16 @@ TEST_CASE("plan: an op with a kernel of its own reads its children from buffers"
   CHECK(stored_of(plan) == std::vector<int>{0, 1, 2, 3});
   CHECK(kernels_of(plan) == std::vector<int>{1, 2, 3});
 }
+TEST_CASE("plan: an op that names one child several times reads it once", "[plan]") {
+  // Attention over a cache given the same tensor as past and new keys and values: five
+  // children, two distinct, in a table of four nodes. The walk of a kernel's reads holds
+  // each node once, so it fits a stack of the table's size.
+  constexpr std::array<node_info, 4> table{leaf(), leaf(), row(op_kind::opaque, {0, 1, 1, 1, 1}), map({2})};
+  constexpr auto plan = make_plan(table, std::array<int, 1>{3});
+  STATIC_REQUIRE(plan.kernel_count == 2);
+  STATIC_REQUIRE(plan.forward_last_use[0] == 0 && plan.forward_last_use[1] == 0);
+  CHECK(kernels_of(plan) == std::vector<int>{2, 3});
+}
 
 TEST_CASE("plan: a value read many times is stored once evaluating it inline costs more than the limit", "[plan]") {
   // A chain of maps of cost 4 over x: the sixth costs 25 inline, the fifth 21.

@@ -29,9 +29,9 @@
 // between kernels (every call comes from the thread that runs the step: MPI_THREAD_SINGLE
 // suffices). With LUMINAL_MPI_PROGRESS_THREAD=1 in the environment and MPI initialized
 // with MPI_THREAD_MULTIPLE, a thread of the communicator calls MPI_Test instead while sums
-// are in flight, sleeping between calls: for kernels long enough to hold a sum back. On
-// the 2-core machine of benchmarks/README.md the kernels' own calls hid as much, and the
-// thread took time from them; it is off by default (0 or unset: off, 1: on).
+// are in flight, sleeping between calls: for kernels long enough to hold a sum back. It
+// is off by default (0 or unset: off, 1: on): where cores are few, the kernels' own calls
+// hide as much, and the thread takes a core's time from them.
 #pragma once
 #include <mpi.h>
 

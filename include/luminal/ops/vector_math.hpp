@@ -87,7 +87,7 @@ LUMINAL_INLINE float exp2_f32(float x) {
   std::int32_t e = std::int32_t(std::uint32_t(float_bits(shifted)) - std::uint32_t(float_bits(round_magic)));
   // Below 2^-150 every result rounds to 0. Those lanes scale by 2^0 instead and are set to
   // 0 after: scaling them down would make subnormal products, which cost a microcode
-  // assist each (a masked softmax's exp is half such lanes; it ran 3x slower). Integer
+  // assist each (a masked softmax's exp is half such lanes, all of them slow). Integer
   // tests of e, as a mask of bits: a float compare mixed in, or a choice of e by `?:`, left
   // the loop scalar where only AVX2 (no mask registers) is there.
   const std::int32_t underflows = -std::int32_t(e < -150);

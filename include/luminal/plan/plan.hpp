@@ -84,25 +84,30 @@ constexpr int summed_gemm_child(const std::array<node_info, N>& table, const std
 template <std::size_t N, std::size_t NumOutputs, class F>
 constexpr void for_each_read(const std::array<node_info, N>& table, const plan_data<N, NumOutputs>& plan, int root,
                              F&& f) {
+  // A node is marked when pushed, so the stack holds each node at most once: an op may
+  // name one child twice (attention over a cache given the same keys as past and new).
   std::array<int, N> stack{};
-  std::array<bool, N> seen{};
+  std::array<bool, N> queued{};
   int top = 0;
+  auto push = [&](int id) {
+    if (!queued[id]) {
+      queued[id] = true;
+      stack[top++] = id;
+    }
+  };
   const int gemm = plan.sums_gemm[root] ? table[root].children[0] : root;
   for (int c = 0; c < table[gemm].child_count; ++c) {
     int child = table[gemm].children[c];
     if (kernel_form_of(table[gemm].kind) == kernel_form::gemm) child = plan.gemm_base[child];
-    stack[top++] = child;
+    push(child);
   }
   while (top > 0) {
     int id = stack[--top];
-    if (seen[id]) continue;
-    seen[id] = true;
     if (plan.stored[id]) {
       f(id);
       continue;
     }
-    for (int c = 0; c < table[id].child_count; ++c)
-      if (!seen[table[id].children[c]]) stack[top++] = table[id].children[c];
+    for (int c = 0; c < table[id].child_count; ++c) push(table[id].children[c]);
   }
 }
 
