@@ -82,12 +82,21 @@ constexpr Dim multiply_symbols(Dim result, std::string_view a, std::string_view 
 
 constexpr Dim operator+(Dim d, std::int64_t amount) { d.offset += amount; return d; }
 constexpr Dim operator-(Dim d, std::int64_t amount) { d.offset -= amount; return d; }
+/// A static factor scales an extent, offset included (4 * (Seq+1) is 4*Seq+4); two
+/// symbolic extents multiply only without offsets (Batch * Seq), as (Seq+1) * Batch is no
+/// single extent.
 constexpr Dim operator*(Dim a, Dim b) {
   if (a.is_static() && b.is_static()) return Dim{a.offset * b.offset};
-  if ((!a.is_static() && a.offset != 0) || (!b.is_static() && b.offset != 0))
-    throw std::logic_error("luminal: cannot multiply an extent that has an offset (Seq+2)");
-  if (a.is_static()) { b.scale *= a.offset; return b; }
-  if (b.is_static()) { a.scale *= b.offset; return a; }
+  if (a.is_static() || b.is_static()) {
+    const std::int64_t factor = a.is_static() ? a.offset : b.offset;
+    Dim scaled = a.is_static() ? b : a;
+    if (factor == 0) return Dim{0};
+    scaled.scale *= factor;
+    scaled.offset *= factor;
+    return scaled;
+  }
+  if (a.offset != 0 || b.offset != 0)
+    throw std::logic_error("luminal: cannot multiply two symbolic extents when one has an offset (Seq+2)");
   Dim product;
   product.scale = a.scale * b.scale;
   return detail::multiply_symbols(product, a.symbol_text(), b.symbol_text());
@@ -210,14 +219,114 @@ constexpr element_count count_elements(const dims_t<R>& dims) {
   }
   return count;
 }
+
+namespace detail {
+constexpr std::int64_t gcd_of(std::int64_t a, std::int64_t b) {
+  a = a < 0 ? -a : a;
+  b = b < 0 ? -b : b;
+  while (b != 0) {
+    std::int64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
+/// An element count as an integer times irreducible factors: each symbol of a product
+/// (Batch*Seq gives Batch and Seq), and each extent with an offset divided by the gcd of
+/// its scale and offset and signed so its scale is positive (2*Seq+4 gives 2 and Seq+2).
+/// Integer polynomials factor uniquely, so equal counts have equal factors; a factor that
+/// factors further (Seq*Seq-1) is kept whole and only makes counts compare unequal: a
+/// refusal, never a wrong acceptance.
+template <std::size_t Capacity>
+struct factored_count {
+  std::int64_t constant = 1;
+  std::array<Dim, Capacity> factors{};
+  std::size_t count = 0;
+  bool overflow = false;
+
+  // No __builtin_mul_overflow: nvcc's front end cannot evaluate it in a constant expression.
+  constexpr void scale_by(std::int64_t k) {
+    constexpr std::int64_t most = std::int64_t{1} << 62;
+    const std::int64_t ak = k < 0 ? -k : k, ac = constant < 0 ? -constant : constant;
+    if (ak != 0 && ac != 0 && (ak >= most || ac >= most || ac > most / ak)) overflow = true;
+    if (!overflow) constant *= k;
+  }
+  constexpr void add(const Dim& factor) { factors[count++] = factor; }
+};
+/// At most this many symbols in one extent: one-letter names joined by '*'.
+inline constexpr std::size_t max_symbols_per_dim = Dim::name_capacity / 2;
+
+template <std::size_t R>
+constexpr factored_count<R * max_symbols_per_dim + 1> factor_count(const dims_t<R>& dims) {
+  factored_count<R * max_symbols_per_dim + 1> f;
+  for (const Dim& d : dims) {
+    if (d.is_static()) { f.scale_by(d.offset); continue; }
+    if (d.offset != 0) {
+      std::int64_t content = gcd_of(d.scale, d.offset);
+      if (d.scale < 0) content = -content;
+      Dim primitive = d;
+      primitive.scale /= content;
+      primitive.offset /= content;
+      f.scale_by(content);
+      f.add(primitive);
+      continue;
+    }
+    f.scale_by(d.scale);
+    std::string_view rest = d.symbol_text();
+    while (!rest.empty()) {
+      auto star = rest.find('*');
+      f.add(with_symbols(Dim{"_"}, rest.substr(0, star)));
+      rest = star == std::string_view::npos ? std::string_view{} : rest.substr(star + 1);
+    }
+  }
+  return f;
+}
+}  // namespace detail
+
+/// Whether two shapes hold as many elements at every value of their symbols: their
+/// products are equal polynomials. (Seq+1, 4) and (1, Seq+1, 4), (2*Seq, 3) and (6*Seq),
+/// (Batch, Seq) and (Seq*Batch) are; (Seq+1, 4) and (Seq, 4) are not.
 template <std::size_t RA, std::size_t RB>
 constexpr bool same_element_count(const dims_t<RA>& a, const dims_t<RB>& b) {
+  if constexpr (RA == RB)
+    if (a == b) return true;
   auto ca = count_elements(a), cb = count_elements(b);
-  if (ca.has_offset_symbol || cb.has_offset_symbol) {
-    if constexpr (RA == RB) return a == b;
-    else return false;
+  if (!ca.has_offset_symbol && !cb.has_offset_symbol)  // monomials: compared as they are
+    return ca.coefficient == cb.coefficient && ca.symbols == cb.symbols;
+  auto fa = detail::factor_count(a);
+  auto fb = detail::factor_count(b);
+  if (fa.overflow || fb.overflow) return false;
+  if (fa.constant == 0 || fb.constant == 0) return fa.constant == fb.constant;
+  if (fa.constant != fb.constant || fa.count != fb.count) return false;
+  std::array<bool, RB * detail::max_symbols_per_dim + 1> matched{};
+  for (std::size_t i = 0; i < fa.count; ++i) {
+    bool found = false;
+    for (std::size_t j = 0; j < fb.count && !found; ++j)
+      if (!matched[j] && fa.factors[i] == fb.factors[j]) found = matched[j] = true;
+    if (!found) return false;
   }
-  return ca.coefficient == cb.coefficient && ca.symbols == cb.symbols;
+  return true;
+}
+
+/// `sum` = a + b where that is one extent: static ones, a symbolic extent and a static one
+/// (Past + 1), or multiples of one symbol product (Seq + 2*Seq is 3*Seq). False for
+/// others (Past + Seq), which no single extent spells.
+constexpr bool add_extents(const Dim& a, const Dim& b, Dim& sum) {
+  if (a.is_static()) { sum = b + a.offset; return true; }
+  if (b.is_static()) { sum = a + b.offset; return true; }
+  if (a.symbol_text() != b.symbol_text()) return false;
+  sum = a;
+  sum.scale += b.scale;
+  sum.offset += b.offset;
+  if (sum.scale == 0) sum = Dim{sum.offset};
+  return true;
+}
+/// -d: a pad by -d elements removes them (the adjoint of a pad along a symbolic axis).
+constexpr Dim negated(Dim d) {
+  d.scale = -d.scale;
+  d.offset = -d.offset;
+  return d;
 }
 
 template <std::size_t R>

@@ -230,6 +230,16 @@ struct vjp<Pad<Axis, Before, After, ValueBits>> {
   }
 };
 
+/// A pad by symbolic amounts (concat along a symbolic axis): the same pad by the negated
+/// amounts, which removes them from g.
+template <int Axis, Dim Before, Dim After>
+struct vjp<PadExtents<Axis, Before, After>> {
+  template <int K, class N, class G>
+  static constexpr auto rule(G) {
+    return typename node_of<PadExtents<Axis, negated(Before), negated(After)>, G>::type{};
+  }
+};
+
 template <int Axis, long long Size, long long Stride>
 struct vjp<Unfold<Axis, Size, Stride>> {
   /// Window offset k of g ([..., W, Size, ...]) placed at rows k, k + Stride, ... of a

@@ -3,8 +3,9 @@
 // As a coordinate map it is split at compile time into groups: runs of output axes and
 // input axes with equal extent products ((B, 6, 4) -> (B, 24) is the groups {B}->{B} and
 // {6, 4}->{24}). A group with one input axis needs no division (a split or a rename); only
-// an input coordinate in a merged group is a division. Extents the compiler cannot match
-// (symbols with offsets) make one group of everything: flat index, then unravel.
+// an input coordinate in a merged group is a division. An extent with an offset groups
+// with static ones ((Seq+1, 4) -> (4*Seq+4)); extents the compiler cannot match as groups
+// ((Seq+1, Batch) -> (Batch, Seq+1)) make one group of everything: flat index, then unravel.
 #pragma once
 #include <initializer_list>
 
@@ -25,6 +26,19 @@ constexpr bool dims_product(const dims_t<R>& dims, std::size_t begin, std::size_
         product.symbol_text().size() + d.symbol_text().size() + 1 >= Dim::name_capacity)
       return false;
     product = product * d;
+  }
+  return true;
+}
+
+/// Product of dims[begin, end) for grouping a reshape: as dims_product, and also an extent
+/// with an offset times static ones ((Seq+1, 4) is 4*Seq+4).
+template <std::size_t R>
+constexpr bool group_product(const dims_t<R>& dims, std::size_t begin, std::size_t end, Dim& product) {
+  if (dims_product(dims, begin, end, product)) return true;
+  product = Dim{1};
+  for (std::size_t k = begin; k < end; ++k) {
+    if (!product.is_static() && !dims[k].is_static()) return false;
+    product = product * dims[k];
   }
   return true;
 }
@@ -52,7 +66,7 @@ constexpr reshape_grouping<RO, RI> group_reshape(const dims_t<RI>& in, const dim
         std::size_t b = total - a;
         if (i + a > RI || o + b > RO) continue;
         Dim pa, pb;
-        if (!dims_product(in, i, i + a, pa) || !dims_product(out, o, o + b, pb) || !(pa == pb)) continue;
+        if (!group_product(in, i, i + a, pa) || !group_product(out, o, o + b, pb) || !(pa == pb)) continue;
         for (std::size_t k = i; k < i + a; ++k) g.in[k] = group;
         for (std::size_t k = o; k < o + b; ++k) g.out[k] = group;
         i += a;
@@ -165,7 +179,9 @@ struct Reshape : view_op {
 };
 
 /// `auto flat = reshape(images, shape<Batch, 784>);` The element count must match,
-/// symbolic extents included (Batch*Seq may be split into Batch, Seq and back).
+/// symbolic extents included (Batch*Seq may be split into Batch, Seq and back; (Seq+1, 4)
+/// read as (1, Seq+1, 4) or (4*Seq+4)): the products must be equal as polynomials in the
+/// symbols (same_element_count).
 template <expression X, Dim... D>
   requires(same_element_count(shape_t<X>::dims, Shape<D...>::dims))
 constexpr auto reshape(X, Shape<D...> = {}) {

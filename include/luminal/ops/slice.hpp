@@ -58,6 +58,54 @@ struct Pad : view_op {
   }
 };
 
+/// Zeros along axis Axis by amounts that may be symbolic extents: Before in front, After
+/// behind, one of them static (concat along a symbolic axis places its second operand
+/// behind the first's Past elements: PadExtents<0, Past, 0>). A negative amount removes
+/// elements instead (the adjoint, PadExtents<0, -Past, 0>). Where Before is symbolic the
+/// shift is read from the extents at run time: out - in - After.
+template <int Axis, Dim Before, Dim After>
+struct PadExtents : view_op {
+  static_assert(Before.is_static() || After.is_static(),
+                "luminal: internal error: a pad by two symbolic amounts has no run-time shift");
+  static constexpr std::string_view name = "pad";
+  static constexpr double pad_value = 0.0;
+  template <class In>
+  static constexpr auto padded_dims() {
+    auto dims = In::dims;
+    Dim with_before, with_both;
+    if (!add_extents(dims[Axis], Before, with_before) || !add_extents(with_before, After, with_both))
+      throw std::logic_error("luminal: a pad whose extent is no single extent (Past + Seq)");
+    dims[Axis] = with_both;
+    return dims;
+  }
+  template <class In>
+  using shape = shape_from<padded_dims<In>()>;
+  template <std::size_t R>
+  LUMINAL_COORDINATE_MAP static extents<R> to_child(extents<R> c, const extents<R>& out, const extents<R>& in) {
+    if constexpr (Before.is_static()) c[Axis] -= index_t(Before.offset);
+    else c[Axis] -= out[Axis] - in[Axis] - index_t(After.offset);
+    return c;
+  }
+  /// False for an element in the padding.
+  template <std::size_t R>
+  LUMINAL_COORDINATE_MAP static bool inside(const extents<R>& child_c, const extents<R>& in) {
+    return std::uint64_t(child_c[Axis]) < std::uint64_t(in[Axis]);
+  }
+};
+
+namespace detail {
+/// x padded with zeros by Before and After along axis Axis (normalized): a Pad where both
+/// are static, else a PadExtents. Concat's placement of its operands.
+template <int Axis, Dim Before, Dim After, expression X>
+constexpr auto pad_by(X) {
+  if constexpr (Before.is_static() && After.is_static())
+    return typename node_of<Pad<Axis, Before.offset, After.offset, std::bit_cast<std::uint64_t>(0.0)>,
+                            std::remove_cvref_t<X>>::type{};
+  else
+    return typename node_of<PadExtents<Axis, Before, After>, std::remove_cvref_t<X>>::type{};
+}
+}  // namespace detail
+
 /// `slice<1, 2, 5>(x)` keeps elements 2, 3, 4 of axis 1. Negative Axis counts from the end.
 template <int Axis, long long Begin, long long End, expression X>
 constexpr auto slice(X) {
