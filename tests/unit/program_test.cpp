@@ -579,7 +579,7 @@ TEMPLATE_LIST_TEST_CASE("a tensor_store binds every input it names into a progra
   tensor_store wrong_type;
   wrong_type.set("w", xt::xarray<double>{1, 2, 3});
   require_throws_with([&] { wrong_type.bind(prog); },
-                      "tensor_store entry 'w' holds f64, but the program's input of that name is f32");
+                      "tensor_store entry 'w' holds f64, but the program's input 'w' is f32");
   tensor_store wrong_shape;
   wrong_shape.set("w", xt::xarray<float>{1, 2});
   require_throws_with([&] { wrong_shape.bind(prog); }, "axis 0 must be 3, but the data given has 2");

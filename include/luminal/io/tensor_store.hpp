@@ -17,6 +17,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "../core/dtype.hpp"
+#include "../core/node.hpp"
 #include "allocation_error.hpp"
 
 namespace luminal {
@@ -25,6 +26,50 @@ namespace luminal {
 class store_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// Renames by prefix from a program's names to a store's (tensor_store::bind).
+using prefix_map = std::vector<std::pair<std::string, std::string>>;
+
+/// What tensor_store::bind matched: the program's inputs it bound, the program's
+/// parameters it had no entry for, and its entries that matched no input. Converts to the
+/// number bound.
+struct bind_report {
+  std::vector<std::string> bound, missing, unused;
+  operator std::size_t() const { return bound.size(); }
+  bool complete() const { return missing.empty() && unused.empty(); }
+
+  /// One message naming what did not match, with the prefix that explains it when there
+  /// is one ("the store's names start with 'model.' where the program's do not").
+  std::string mismatch_message() const {
+    auto list = [](const std::vector<std::string>& names) {
+      std::string text;
+      for (std::size_t i = 0; i < names.size() && i < 8; ++i) text += (i ? ", '" : "'") + names[i] + "'";
+      if (names.size() > 8) text += " and " + std::to_string(names.size() - 8) + " more";
+      return text;
+    };
+    std::string message = "luminal: tensor_store::bind: " + std::to_string(bound.size()) + " bound";
+    if (!missing.empty()) message += "; the program's parameters without an entry: " + list(missing);
+    if (!unused.empty()) message += "; entries that match no input: " + list(unused);
+    if (!missing.empty() && !unused.empty()) {
+      const std::string& m = missing.front();
+      for (const std::string& u : unused) {
+        if (u.size() > m.size() && u.ends_with(m)) {
+          message += ". The store's names start with '" + u.substr(0, u.size() - m.size()) +
+                     "' where the program's do not: bind with a prefix map, {{\"\", \"" +
+                     u.substr(0, u.size() - m.size()) + "\"}}";
+          break;
+        }
+        if (m.size() > u.size() && m.ends_with(u)) {
+          message += ". The program's names start with '" + m.substr(0, m.size() - u.size()) +
+                     "' where the store's do not: bind with a prefix map, {{\"" + m.substr(0, m.size() - u.size()) +
+                     "\", \"\"}}";
+          break;
+        }
+      }
+    }
+    return message;
+  }
 };
 
 /// Bytes per element of a dtype as stored (bool: one byte, 0 or 1).
@@ -185,33 +230,68 @@ class tensor_store {
   }
 
   /// Binds (copies) into `prog`, any compile()d program, every input whose name this store
-  /// has an entry for, and returns how many. Inputs it has no entry for are left as they
-  /// are: bind them yourself (run() names any left unbound). An entry of another element
-  /// type throws store_error naming both; a wrong shape throws the program's input_error.
+  /// has an entry for, and reports what matched (bind_report: it converts to the number
+  /// bound). Inputs it has no entry for are left as they are: bind them yourself (run()
+  /// names any left unbound). An entry of another element type throws store_error naming
+  /// both; a wrong shape throws the program's input_error.
   ///     auto eval = compile(argmax<1>(fc2(relu(fc1(x)))));
   ///     store.bind(eval);  eval.bind("x", images);
+  /// `names` maps the program's names to the store's, by prefix, as a tape's call() renames
+  /// a block's parameters: {{"", "model."}} looks the program's "fc1.weight" up as
+  /// "model.fc1.weight"; the first pair whose first prefix a name starts with applies.
   template <class Program>
-  std::size_t bind(Program& prog) const {
-    std::size_t bound = 0;
+  bind_report bind(Program& prog, const prefix_map& names = {}) const {
+    bind_report report;
+    std::map<std::string, bool, std::less<>> used;
+    for (const auto& [name, e] : entries_) used[name] = false;
     boost::mp11::mp_for_each<typename Program::leaves>([&](auto leaf) {
-      using T = typename decltype(leaf)::value_type;
-      const std::string_view name = decltype(leaf)::name.view();
-      auto it = entries_.find(name);
-      if (it == entries_.end()) return;
-      const entry& e = it->second;
-      if (e.dtype != dtype_of<T>())
-        throw store_error("luminal: tensor_store entry '" + std::string(name) + "' holds " +
-                          std::string(dtype_name(e.dtype)) + ", but the program's input of that name is " +
-                          std::string(dtype_name<T>()));
-      if constexpr (std::endian::native == std::endian::little && !std::is_same_v<T, bool>) {
-        prog.bind(name, reinterpret_cast<const T*>(e.data.data()), std::span<const index_t>(e.shape));
-      } else {  // bytes that are not T's representation here: convert them first
-        xt::xarray<T> values = get<T>(name);
-        prog.bind(name, values.data(), std::span<const index_t>(e.shape));
+      using L = decltype(leaf);
+      using T = typename L::value_type;
+      const std::string_view name = L::name.view();
+      const std::string stored = stored_name(name, names);
+      auto it = entries_.find(stored);
+      if (it == entries_.end()) {
+        if (L::role == leaf_role::parameter) report.missing.emplace_back(name);
+        return;
       }
-      ++bound;
+      used[stored] = true;
+      if constexpr (!element_type<T>) {
+        throw store_error("luminal: tensor_store entry '" + stored + "' cannot bind the program's input '" +
+                          std::string(name) + "', which holds quantized blocks (program::bind_quantized)");
+      } else {
+        const entry& e = it->second;
+        if (e.dtype != dtype_of<T>())
+          throw store_error("luminal: tensor_store entry '" + stored + "' holds " + std::string(dtype_name(e.dtype)) +
+                            ", but the program's input '" + std::string(name) + "' is " + std::string(dtype_name<T>()));
+        if constexpr (std::endian::native == std::endian::little && !std::is_same_v<T, bool>) {
+          prog.bind(name, reinterpret_cast<const T*>(e.data.data()), std::span<const index_t>(e.shape));
+        } else {  // bytes that are not T's representation here: convert them first
+          xt::xarray<T> values = get<T>(stored);
+          prog.bind(name, values.data(), std::span<const index_t>(e.shape));
+        }
+        report.bound.emplace_back(name);
+      }
     });
-    return bound;
+    for (const auto& [name, was_used] : used)
+      if (!was_used) report.unused.push_back(name);
+    return report;
+  }
+
+  /// bind(), and then throws store_error naming every parameter of the program the store
+  /// did not supply and every entry that matched nothing (PyTorch's load_state_dict with
+  /// strict=True), with a hint when one prefix explains them.
+  template <class Program>
+  bind_report bind_strict(Program& prog, const prefix_map& names = {}) const {
+    bind_report report = bind(prog, names);
+    if (!report.missing.empty() || !report.unused.empty()) throw store_error(report.mismatch_message());
+    return report;
+  }
+
+  /// The store's name for the program's `name` under `names` (bind()).
+  static std::string stored_name(std::string_view name, const prefix_map& names) {
+    for (const auto& [from, to] : names)
+      if (name.starts_with(from)) return to + std::string(name.substr(from.size()));
+    return std::string(name);
   }
 
   bool contains(std::string_view name) const { return entries_.find(name) != entries_.end(); }
