@@ -156,7 +156,9 @@ std::uint64_t estimated_bytes(const options& o, int ranks) {
 }
 
 /// The corpus's bytes: a file, or every regular file of a directory (sorted, skipping
-/// the fortune index files *.dat and symbolic links).
+/// the fortune index files *.dat and symbolic links). The files' sizes are summed first:
+/// a corpus of more than half this machine's memory (a stray disk image in the directory)
+/// is refused naming its largest file, before anything is read.
 std::string read_corpus(const std::string& where) {
   std::vector<fs::path> files;
   if (fs::is_directory(where)) {
@@ -168,11 +170,30 @@ std::string read_corpus(const std::string& where) {
   }
   if (files.empty())
     throw std::runtime_error("no text at '" + where + "': install the corpus with 'apt-get install fortunes' or pass --corpus");
+  std::uint64_t total = 0, largest = 0;
+  fs::path largest_file;
+  for (const auto& f : files) {
+    std::error_code error;
+    const std::uint64_t bytes = fs::file_size(f, error);
+    if (error) continue;  // read below, where the error is reported
+    total += bytes;
+    if (bytes >= largest) largest = bytes, largest_file = f;
+  }
+  if (const std::uint64_t memory = examples::physical_memory_bytes(); memory != 0 && total > memory / 2)
+    throw std::runtime_error("the corpus at '" + where + "' holds " + allocation_error::describe_bytes(total) +
+                             ", more than half this machine's memory (" + allocation_error::describe_bytes(memory) +
+                             "); its largest file is '" + largest_file.string() + "' (" +
+                             allocation_error::describe_bytes(largest) + ")");
   std::string text;
+  text.reserve(std::size_t(total));
   for (const auto& f : files) {
     std::ifstream in(f, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot read " + f.string());
-    text.append(std::istreambuf_iterator<char>(in), {});
+    if (!in) throw std::runtime_error("cannot read the corpus file '" + f.string() + "'");
+    try {
+      text.append(std::istreambuf_iterator<char>(in), {});
+    } catch (const std::ios_base::failure& e) {  // a read error (libstdc++ throws it from underflow)
+      throw std::runtime_error("cannot read the corpus file '" + f.string() + "': " + e.what());
+    }
   }
   if (text.size() < 10000) throw std::runtime_error("the corpus at '" + where + "' has only " + std::to_string(text.size()) + " bytes");
   return text;

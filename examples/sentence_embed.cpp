@@ -101,16 +101,9 @@ options parse(int argc, char** argv) {
   return o;
 }
 
-/// The model's weights: only the tensors BERT reads ("embeddings.*", "encoder.layer.*"),
-/// chosen from the header, so that other tensors of the file (a pooler, or anything a
-/// hostile file holds) are never read.
-nn::MiniLM_L6 load_model(const fs::path& file) {
-  const safetensors_header header = read_safetensors_header(file);
-  std::vector<tensor_spec> used;
-  for (const tensor_spec& t : header.tensors)
-    if (t.name.starts_with("embeddings.") || t.name.starts_with("encoder.layer.")) used.push_back(t);
-  return nn::MiniLM_L6(load_safetensors(file, used, other_tensors::skip));
-}
+/// The model's weights: only the tensors BERT reads, each checked for name, type and shape
+/// against the header before any data is read (BertEncoder::from_safetensors).
+nn::MiniLM_L6 load_model(const fs::path& file) { return nn::MiniLM_L6::from_safetensors(file); }
 
 /// Embeds token sequences in batches of similar length (less padding), in input order.
 std::vector<std::vector<float>> embed_all(nn::MiniLM_L6& bert, const std::vector<std::vector<std::int32_t>>& ids,

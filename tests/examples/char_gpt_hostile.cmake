@@ -44,6 +44,21 @@ set(ENV{LUMINAL_NUM_THREADS} "1e3")
 refused("threads as a real" 2 "LUMINAL_NUM_THREADS must be an integer from 1 to" ${small} --steps 1)
 set(ENV{LUMINAL_NUM_THREADS} "1")
 
+# ---- a corpus of more than half the memory is refused from its files' sizes, unread ----
+file(MAKE_DIRECTORY "${WORK_DIR}/huge-corpus")
+execute_process(COMMAND "${TOOL}" sparse "${WORK_DIR}/huge-corpus/disk.img" junk 1099511627776 RESULT_VARIABLE rc)
+if(rc EQUAL 0)  # a 1 TB hole, where the file system allows one
+  # A trainer that reads it grows by some 250 MB/s: stopped after 10 s.
+  execute_process(COMMAND "${TRAINER}" --width 128 --context 32 --batch 8 --sample 0 --steps 1
+    --corpus "${WORK_DIR}/huge-corpus" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 10)
+  file(REMOVE "${WORK_DIR}/huge-corpus/disk.img")
+  string(FIND "${err}" "its largest file is '${WORK_DIR}/huge-corpus/disk.img'" at)
+  if(NOT rc STREQUAL "1" OR at EQUAL -1)
+    message(FATAL_ERROR "a 1 TB file in the corpus: exit status '${rc}', expected 1 and a refusal naming it:\n${out}\n${err}")
+  endif()
+  message(STATUS "a 1 TB file in the corpus: refused (1) unread: ${err}")
+endif()
+
 # ---- an unwritable --checkpoint is refused before training ----
 file(WRITE "${WORK_DIR}/a-file" "")
 refused("checkpoint under a file" 1 "--checkpoint '${WORK_DIR}/a-file/g.safetensors': '${WORK_DIR}/a-file' is not a directory"

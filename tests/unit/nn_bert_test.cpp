@@ -137,6 +137,21 @@ TEST_CASE("a truncated model.safetensors is refused with a message naming the fi
   fs::remove(cut);
 }
 
+TEST_CASE("from_safetensors checks every tensor the model reads against the header before reading data") {
+  // A file whose word embeddings have another shape: refused by the header's check (named,
+  // with both shapes), before any tensor's data is read.
+  tensor_store w = minilm_weights();
+  w.set("embeddings.word_embeddings.weight", xt::xarray<float>(xt::zeros<float>({4, 384})));
+  w.set("pooler.dense.weight", xt::xarray<float>(xt::zeros<float>({2, 2})));  // not read
+  const fs::path file = fs::temp_directory_path() / "luminal_bert_shapes.safetensors";
+  save_safetensors(w, file.string());
+  REQUIRE_THROWS_WITH(nn::MiniLM_L6::from_safetensors(file),
+                      Catch::Matchers::Contains("embeddings.word_embeddings.weight") &&
+                          Catch::Matchers::Contains("luminal_bert_shapes.safetensors"));
+  CHECK(nn::MiniLM_L6::expected_tensors(6).size() == 5 + 6 * 16);
+  fs::remove(file);
+}
+
 TEST_CASE("a BERT batch with a mask of another shape, an empty row, too many positions or an unknown id is refused") {
   using Catch::Matchers::Contains;
   nn::MiniLM_L6 bert(minilm_weights());

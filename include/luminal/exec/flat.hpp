@@ -136,13 +136,17 @@ constexpr std::uint64_t type_hash(std::uint64_t basis, std::uint64_t prime) {
 }
 // A graph's key (H1, H2) names its type through a friend function that only the key's
 // binding defines: key_tag declares it, key_binding<P, ...> gives its body, returning P.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning, and warns of the unknown group
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wnon-template-friend"
+#endif
 template <std::uint64_t H1, std::uint64_t H2>
 struct key_tag {
   friend constexpr auto keyed_type(key_tag);
 };
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 template <class P, std::uint64_t H1, std::uint64_t H2>
 struct key_binding {
   friend constexpr auto keyed_type(key_tag<H1, H2>) { return std::type_identity<P>{}; }

@@ -13,6 +13,7 @@
 // groups): one layer program is compiled and run once per layer with that layer's
 // weights bound in place, so the build does not grow with depth.
 #pragma once
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -169,8 +170,30 @@ class BertEncoder {
   ~BertEncoder() { release(); }
 
   /// Loads a model.safetensors (load_safetensors: every corruption refused with a message).
+  /// Reads the header first: the depth follows from the layers' names, and every tensor
+  /// the model needs is checked for name, type and shape before any data is read; other
+  /// tensors (a pooler, anything else the file holds) are never read.
   static BertEncoder from_safetensors(const std::filesystem::path& file, B backend = {}) {
-    return BertEncoder(load_safetensors(file), backend);
+    const safetensors_header header = read_safetensors_header(file.string());
+    int depth = 0;
+    auto has = [&](const std::string& name) {
+      return std::any_of(header.tensors.begin(), header.tensors.end(), [&](const tensor_spec& t) { return t.name == name; });
+    };
+    while (has(layer_prefix(depth) + ".attention.self.query.weight")) ++depth;
+    if (depth == 0)
+      throw input_error("luminal: BertEncoder: " + file.string() + " has no 'encoder.layer.0.*' tensors (" +
+                        std::to_string(header.tensors.size()) +
+                        " tensors); is this a BERT checkpoint with Hugging Face's BertModel names?");
+    return BertEncoder(load_safetensors(file.string(), expected_tensors(depth), other_tensors::skip), backend);
+  }
+
+  /// The tensors a model of `depth` layers reads, with their types and shapes.
+  static std::vector<tensor_spec> expected_tensors(int depth) {
+    std::vector<tensor_spec> specs;
+    add_specs<embed_program>(specs, [](std::string_view name) { return std::string(name); });
+    for (int i = 0; i < depth; ++i)
+      add_specs<layer_program>(specs, [&](std::string_view leaf) { return layer_weight(i, leaf); });
+    return specs;
   }
 
   int depth() const { return depth_; }
@@ -210,6 +233,18 @@ class BertEncoder {
   }
   static std::vector<index_t> extents(const xt::xarray<int>& token_ids, std::int64_t last) {
     return {index_t(token_ids.shape()[0]), index_t(token_ids.shape()[1]), index_t(last)};
+  }
+
+  template <class Program, class Rename>
+  static void add_specs(std::vector<tensor_spec>& specs, Rename stored_name) {
+    boost::mp11::mp_for_each<typename Program::leaves>([&](auto leaf) {
+      using L = decltype(leaf);
+      if constexpr (L::role == leaf_role::parameter) {
+        const auto static_extents = detail::extents_of(shape_t<L>{});
+        specs.push_back({stored_name(L::name.view()), dtype_of<value_t<L>>(),
+                         std::vector<index_t>(static_extents.begin(), static_extents.end()), true});
+      }
+    });
   }
 
   /// Every parameter leaf of `prog`, looked up as stored_name(leaf name), must be in the
