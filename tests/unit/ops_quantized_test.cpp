@@ -217,6 +217,30 @@ TEMPLATE_LIST_TEST_CASE("rope rotates interleaved pairs or halves by position ti
       }
 }
 
+TEMPLATE_LIST_TEST_CASE("rope's gradient is the inverse rotation, in both pairings", "[ops][rope][grad]", test_backends) {
+  // RoPE rotates each pair by an angle: the gradient of <rope(x), w> with respect to x is
+  // w rotated back, which is rope of w with the sines negated.
+  using B = TestType;
+  constexpr Dim Half{"Half"};
+  auto x = param<"x", f32>(shape<S, H, 2 * Half>);
+  auto w = input<"w", f32>(shape<S, H, 2 * Half>);
+  auto c = input<"cos", f32>(shape<S, Half>);
+  auto sn = input<"sin", f32>(shape<S, Half>);
+  auto gi = grad(sum(rope<rope_pairs::interleaved>(x, c, sn) * w), x);
+  auto gh = grad(sum(rope<rope_pairs::halves>(x, c, sn) * w), x);
+  auto program = compile<B>(gi, gh, rope<rope_pairs::interleaved>(w, c, -sn), rope<rope_pairs::halves>(w, c, -sn));
+  const std::size_t s = 3, h = 2, half = 4;
+  const auto angles = test::random_array<float>({s, half}, 21);
+  // The gradient of a linear map does not read x: the program has no input x.
+  REQUIRE_FALSE(program.reads_input("x"));
+  program.bind("w", test::random_array<float>({s, h, 2 * half}, 23));
+  program.bind("cos", xt::xarray<float>(xt::cos(angles)));
+  program.bind("sin", xt::xarray<float>(xt::sin(angles)));
+  program.run();
+  test::require_close(program.template output<0>(), program.template output<2>(), 1e-6, 1e-6);
+  test::require_close(program.template output<1>(), program.template output<3>(), 1e-6, 1e-6);
+}
+
 TEST_CASE("a symbol that only a product holds is solved from the bound extent", "[ops][symbolic]") {
   constexpr Dim Heads{"Heads"}, HeadDim{"HeadDim"};
   auto w = input<"w", f32>(shape<Heads * HeadDim, In>);
