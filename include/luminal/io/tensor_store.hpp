@@ -1,12 +1,14 @@
 // tensor_store: named tensors (parameters, optimizer state) held as dtype + shape + raw
 // little-endian bytes, the in-memory side of a checkpoint (see io/safetensors.hpp).
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -28,19 +30,33 @@ class store_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Renames by prefix from a program's names to a store's (tensor_store::bind).
+/// Renames by prefix from a program's names to a store's (tensor_store::bind): each pair is
+/// (the program's prefix, the store's prefix), and the first pair whose first prefix a name
+/// starts with applies. {{"", "model."}} looks the program's "fc.weight" up as
+/// "model.fc.weight"; {{"encoder.", "model.encoder."}} renames only the encoder's names.
 using prefix_map = std::vector<std::pair<std::string, std::string>>;
 
-/// What tensor_store::bind matched: the program's inputs it bound, the program's
-/// parameters it had no entry for, and its entries that matched no input. Converts to the
-/// number bound.
+/// The store's name for the program's `name` under `names` (see prefix_map).
+inline std::string mapped_name(std::string_view name, const prefix_map& names) {
+  for (const auto& [from, to] : names)
+    if (name.starts_with(from)) return to + std::string(name.substr(from.size()));
+  return std::string(name);
+}
+
+/// What tensor_store::bind matched, as PyTorch's load_state_dict reports missing_keys and
+/// unexpected_keys: `bound`, the program's leaves it bound (the program's names); `missing`,
+/// the program's parameters and optimizer state it had no entry for (the program's names;
+/// data inputs are not expected in a store); `unused`, its entries that matched no leaf (the
+/// store's names). Converts to the number bound, so `store.bind(prog) == 4` reads as before.
+///     bind_report r = store.bind(prog);
+///     if (!r.complete()) std::cerr << r.mismatch_message() << "\n";
 struct bind_report {
   std::vector<std::string> bound, missing, unused;
   operator std::size_t() const { return bound.size(); }
   bool complete() const { return missing.empty() && unused.empty(); }
 
-  /// One message naming what did not match, with the prefix that explains it when there
-  /// is one ("the store's names start with 'model.' where the program's do not").
+  /// One message naming what did not match, with the prefix map that explains it when one
+  /// does ("the store's names start with 'model.' where the program's do not").
   std::string mismatch_message() const {
     auto list = [](const std::vector<std::string>& names) {
       std::string text;
@@ -51,24 +67,91 @@ struct bind_report {
     std::string message = "luminal: tensor_store::bind: " + std::to_string(bound.size()) + " bound";
     if (!missing.empty()) message += "; the program's parameters without an entry: " + list(missing);
     if (!unused.empty()) message += "; entries that match no input: " + list(unused);
-    if (!missing.empty() && !unused.empty()) {
-      const std::string& m = missing.front();
+    const prefix_map map = suggested_prefix_map();
+    if (map.empty()) return message;
+    const auto& [from, to] = map.back();  // the renaming pair; any before it keep bound names as they are
+    if (from.empty() && to.empty())       // only under a prefix map: without one, these names would have matched
+      return message + ". The store's names are the program's own: bind without that prefix map";
+    if (from.empty()) message += ". The store's names start with '" + to + "' where the program's do not";
+    else if (to.empty()) message += ". The program's names start with '" + from + "' where the store's do not";
+    else message += ". The store's names start with '" + to + "' where the program's start with '" + from + "'";
+    message += ": bind with a prefix map, {";
+    for (std::size_t i = 0; i < map.size(); ++i)
+      message += (i ? ", {\"" : "{\"") + map[i].first + "\", \"" + map[i].second + "\"}";
+    message += "}";
+    const std::size_t explained = renamed_by(map);
+    if (explained < missing.size())
+      message += " (it explains " + std::to_string(explained) + " of the " + std::to_string(missing.size()) +
+                 " missing)";
+    return message;
+  }
+
+  /// A prefix map that renames `missing` names to `unused` ones (empty: none found): the
+  /// one prefix difference that explains the most of them, after pairs that keep as they
+  /// are the bound names it would rename ({{"lm_head.", "lm_head."}, {"", "model."}}).
+  /// Candidates pair a few missing names with every unused one at their longest common end
+  /// that starts a name part (after '.', '_' or '/'), at most 16 of them counted over all.
+  prefix_map suggested_prefix_map() const {
+    if (missing.empty() || unused.empty()) return {};
+    auto starts_part = [](std::string_view s, std::size_t at) {
+      return at == 0 || s[at - 1] == '.' || s[at - 1] == '_' || s[at - 1] == '/';
+    };
+    std::map<std::pair<std::string, std::string>, std::size_t> votes;
+    for (std::size_t k = 0; k < missing.size() && k < 4; ++k) {
+      const std::string_view m = missing[k];
+      std::set<std::pair<std::string, std::string>> from_this;
       for (const std::string& u : unused) {
-        if (u.size() > m.size() && u.ends_with(m)) {
-          message += ". The store's names start with '" + u.substr(0, u.size() - m.size()) +
-                     "' where the program's do not: bind with a prefix map, {{\"\", \"" +
-                     u.substr(0, u.size() - m.size()) + "\"}}";
-          break;
-        }
-        if (m.size() > u.size() && m.ends_with(u)) {
-          message += ". The program's names start with '" + m.substr(0, m.size() - u.size()) +
-                     "' where the store's do not: bind with a prefix map, {{\"" + m.substr(0, m.size() - u.size()) +
-                     "\", \"\"}}";
+        std::size_t common = 0;
+        while (common < m.size() && common < u.size() && m[m.size() - 1 - common] == u[u.size() - 1 - common])
+          ++common;
+        for (std::size_t len = common; len > 0; --len) {
+          if (!starts_part(m, m.size() - len) || !starts_part(u, u.size() - len)) continue;
+          from_this.emplace(std::string(m.substr(0, m.size() - len)), u.substr(0, u.size() - len));
           break;
         }
       }
+      for (const auto& candidate : from_this) ++votes[candidate];
     }
-    return message;
+    std::vector<std::pair<std::size_t, std::pair<std::string, std::string>>> ranked;
+    for (const auto& [candidate, count] : votes) ranked.emplace_back(count, candidate);
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    prefix_map best;
+    std::size_t best_count = 0;
+    for (std::size_t r = 0; r < ranked.size() && r < 16; ++r) {
+      prefix_map map{ranked[r].second};
+      const std::size_t count = renamed_by(map);
+      const auto length = [](const prefix_map& p) { return p.front().first.size() + p.front().second.size(); };
+      if (count > best_count || (count == best_count && count && length(map) < length(best)))
+        best = std::move(map), best_count = count;
+    }
+    if (best.empty()) return {};
+    // Bound names the renaming pair would take away from what they matched keep theirs:
+    // by their first part when that renames no missing name, else whole.
+    const std::string from = best.front().first;
+    prefix_map kept;
+    for (const std::string& b : bound) {
+      if (!b.starts_with(from) || (from.empty() && best.front().second.empty())) continue;
+      std::string part = b;
+      const std::size_t dot = b.find('.', from.size());
+      if (dot != std::string::npos) {
+        part = b.substr(0, dot + 1);
+        for (const std::string& m : missing)
+          if (m.starts_with(part)) part = b;
+      }
+      bool covered = false;
+      for (const auto& pair : kept) covered = covered || b.starts_with(pair.first);
+      if (!covered) kept.emplace_back(part, part);
+    }
+    kept.insert(kept.end(), best.begin(), best.end());
+    return kept;
+  }
+
+  /// How many `missing` names `map` renames to `unused` ones.
+  std::size_t renamed_by(const prefix_map& map) const {
+    const std::set<std::string_view> targets(unused.begin(), unused.end());
+    std::size_t count = 0;
+    for (const std::string& m : missing) count += targets.contains(mapped_name(m, map));
+    return count;
   }
 };
 
@@ -128,7 +211,8 @@ inline void copy_from_little_endian(T* out, const std::byte* in, std::size_t cou
 ///     store.metadata["epoch"] = "3";
 ///     xt::xarray<float> w = store.get<float>("fc1.weight");   // store_error if absent
 ///     save_safetensors(store, "model.safetensors");           // io/safetensors.hpp
-///     store.bind(prog);           // every input of a compile()d program that it names
+///     store.bind(prog);           // every leaf of a compile()d program that it names
+///     store.bind_strict(prog, {{"", "model."}});   // all or nothing, "fc1.weight" as "model.fc1.weight"
 ///
 /// set() on an existing name reuses that entry's buffer when it is large enough, so
 /// writing the same parameters every step allocates nothing after the first time.
@@ -229,69 +313,66 @@ class tensor_store {
     return out;
   }
 
-  /// Binds (copies) into `prog`, any compile()d program, every input whose name this store
+  /// Binds (copies) into `prog`, any compile()d program, every leaf whose name this store
   /// has an entry for, and reports what matched (bind_report: it converts to the number
-  /// bound). Inputs it has no entry for are left as they are: bind them yourself (run()
-  /// names any left unbound). An entry of another element type throws store_error naming
-  /// both; a wrong shape throws the program's input_error.
+  /// bound, and names the program's parameters the store lacked and the entries that
+  /// matched nothing). Leaves it has no entry for are left as they are: bind them yourself
+  /// (run() names any left unbound). An entry of another element type throws store_error
+  /// naming both, before anything is bound; a wrong shape throws the program's input_error.
   ///     auto eval = compile(argmax<1>(fc2(relu(fc1(x)))));
   ///     store.bind(eval);  eval.bind("x", images);
-  /// `names` maps the program's names to the store's, by prefix, as a tape's call() renames
-  /// a block's parameters: {{"", "model."}} looks the program's "fc1.weight" up as
-  /// "model.fc1.weight"; the first pair whose first prefix a name starts with applies.
+  ///     store.bind(eval, {{"", "model."}});   // the file's names are "model.fc1.weight", ...
+  /// `names` renames the program's names to the store's by prefix (prefix_map), as a tape's
+  /// call() renames a block's parameters.
   template <class Program>
   bind_report bind(Program& prog, const prefix_map& names = {}) const {
+    return bind_matched(prog, names, false);
+  }
+
+  /// bind() when every parameter of the program has an entry and every entry binds a leaf
+  /// (PyTorch's load_state_dict with strict=True); otherwise throws store_error, with
+  /// nothing bound, naming what did not match and the prefix map that explains it when
+  /// one does:
+  ///     store.bind_strict(eval);
+  ///     // store_error: ... the program's parameters without an entry: 'fc1.weight', ...;
+  ///     // entries that match no input: 'model.fc1.weight', ... The store's names start
+  ///     // with 'model.' where the program's do not: bind with a prefix map, {{"", "model."}}
+  template <class Program>
+  bind_report bind_strict(Program& prog, const prefix_map& names = {}) const {
+    return bind_matched(prog, names, true);
+  }
+
+  /// What bind(prog, names) would bind and leave unmatched, binding nothing. Throws
+  /// store_error as bind() does for an entry of another element type.
+  template <class Program>
+  bind_report match(const Program&, const prefix_map& names = {}) const {
     bind_report report;
-    std::map<std::string, bool, std::less<>> used;
-    for (const auto& [name, e] : entries_) used[name] = false;
+    std::set<std::string_view> matched;
     boost::mp11::mp_for_each<typename Program::leaves>([&](auto leaf) {
       using L = decltype(leaf);
       using T = typename L::value_type;
       const std::string_view name = L::name.view();
-      const std::string stored = stored_name(name, names);
+      const std::string stored = mapped_name(name, names);
       auto it = entries_.find(stored);
       if (it == entries_.end()) {
-        if (L::role == leaf_role::parameter) report.missing.emplace_back(name);
+        if (L::role != leaf_role::input) report.missing.emplace_back(name);
         return;
       }
-      used[stored] = true;
       if constexpr (!element_type<T>) {
         throw store_error("luminal: tensor_store entry '" + stored + "' cannot bind the program's input '" +
                           std::string(name) + "', which holds quantized blocks (program::bind_quantized)");
       } else {
-        const entry& e = it->second;
-        if (e.dtype != dtype_of<T>())
-          throw store_error("luminal: tensor_store entry '" + stored + "' holds " + std::string(dtype_name(e.dtype)) +
-                            ", but the program's input '" + std::string(name) + "' is " + std::string(dtype_name<T>()));
-        if constexpr (std::endian::native == std::endian::little && !std::is_same_v<T, bool>) {
-          prog.bind(name, reinterpret_cast<const T*>(e.data.data()), std::span<const index_t>(e.shape));
-        } else {  // bytes that are not T's representation here: convert them first
-          xt::xarray<T> values = get<T>(stored);
-          prog.bind(name, values.data(), std::span<const index_t>(e.shape));
-        }
-        report.bound.emplace_back(name);
+        if (it->second.dtype != dtype_of<T>())
+          throw store_error("luminal: tensor_store entry '" + stored + "' holds " +
+                            std::string(dtype_name(it->second.dtype)) + ", but the program's input '" +
+                            std::string(name) + "' is " + std::string(dtype_name<T>()));
       }
+      matched.insert(it->first);
+      report.bound.emplace_back(name);
     });
-    for (const auto& [name, was_used] : used)
-      if (!was_used) report.unused.push_back(name);
+    for (const auto& [name, e] : entries_)
+      if (!matched.contains(name)) report.unused.push_back(name);
     return report;
-  }
-
-  /// bind(), and then throws store_error naming every parameter of the program the store
-  /// did not supply and every entry that matched nothing (PyTorch's load_state_dict with
-  /// strict=True), with a hint when one prefix explains them.
-  template <class Program>
-  bind_report bind_strict(Program& prog, const prefix_map& names = {}) const {
-    bind_report report = bind(prog, names);
-    if (!report.missing.empty() || !report.unused.empty()) throw store_error(report.mismatch_message());
-    return report;
-  }
-
-  /// The store's name for the program's `name` under `names` (bind()).
-  static std::string stored_name(std::string_view name, const prefix_map& names) {
-    for (const auto& [from, to] : names)
-      if (name.starts_with(from)) return to + std::string(name.substr(from.size()));
-    return std::string(name);
   }
 
   bool contains(std::string_view name) const { return entries_.find(name) != entries_.end(); }
@@ -363,6 +444,30 @@ class tensor_store {
       throw allocation_error(bytes, what);
     }
     return it->second;
+  }
+
+  /// match(), then (unless `strict` and something did not match) binds what matched.
+  template <class Program>
+  bind_report bind_matched(Program& prog, const prefix_map& names, bool strict) const {
+    bind_report report = match(prog, names);
+    if (strict && !report.complete()) throw store_error(report.mismatch_message());
+    boost::mp11::mp_for_each<typename Program::leaves>([&](auto leaf) {
+      using L = decltype(leaf);
+      using T = typename L::value_type;
+      if constexpr (element_type<T>) {
+        const std::string stored = mapped_name(L::name.view(), names);
+        auto it = entries_.find(stored);
+        if (it == entries_.end()) return;
+        const std::span<const index_t> shape(it->second.shape);
+        if constexpr (std::endian::native == std::endian::little && !std::is_same_v<T, bool>) {
+          prog.bind(L::name.view(), reinterpret_cast<const T*>(it->second.data.data()), shape);
+        } else {  // bytes that are not T's representation here: convert them first
+          xt::xarray<T> values = get<T>(stored);
+          prog.bind(L::name.view(), values.data(), shape);
+        }
+      }
+    });
+    return report;
   }
 
   map_type entries_;
