@@ -9,6 +9,9 @@
 //
 //     auto h = luminal::detail::safetensors::parse_header(text, data_bytes, "model.safetensors");
 //     for (const auto& t : h.tensors) use(t.name, t.entry.dtype, t.entry.shape, t.begin, t.end);
+//
+// F16 and BF16 are refused unless the caller reads them itself (half_floats::accept, as
+// io/safetensors_mapped.hpp does for models whose kernels take half-precision weights).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -48,6 +51,13 @@ inline bool known_other_dtype(std::string_view name) {
   return std::find(std::begin(others), std::end(others), name) != std::end(others);
 }
 
+/// Whether parse_header takes F16 and BF16 tensors (2 bytes an element) or refuses them.
+/// load_safetensors refuses them: its tensor_store holds no half-precision type.
+enum class half_floats { refuse, accept };
+
+/// A half-precision dtype of the file (only with half_floats::accept).
+enum class half_float : std::uint8_t { none, f16, bf16 };
+
 /// One tensor's entry of the header, already checked against its dtype and the data size.
 /// `entry` holds the dtype and the shape; the loader fills in its data.
 struct tensor_header {
@@ -55,6 +65,7 @@ struct tensor_header {
   tensor_store::entry entry;
   std::uint64_t begin = 0, end = 0;  // data_offsets, relative to the data section
   bool narrowed_from_i64 = false;    // I64 in the file, held as i32 (the loader narrows it)
+  half_float half = half_float::none;  // F16 or BF16 in the file; entry.dtype then says f32
 };
 
 struct header {
@@ -75,7 +86,8 @@ inline std::string tensor_label(std::string_view name) { return "tensor '" + exc
 
 /// Reads one tensor's object (the scanner is before its '{'). Messages are built only
 /// when something is wrong: this runs once per tensor of headers with a million of them.
-inline tensor_header read_tensor(json_scanner& scan, std::string name, std::uint64_t data_size) {
+inline tensor_header read_tensor(json_scanner& scan, std::string name, std::uint64_t data_size,
+                                 half_floats halves = half_floats::refuse) {
   auto where = [&] { return tensor_label(name); };
   if (scan.peek_value() != '{') scan.fail_here(where() + " is not described by a JSON object");
   scan.open('{');
@@ -100,6 +112,8 @@ inline tensor_header read_tensor(json_scanner& scan, std::string name, std::uint
         t.narrowed_from_i64 = dtype_text == "I64";
         if (t.narrowed_from_i64) {
           t.entry.dtype = dtype_tag::i32;
+        } else if (halves == half_floats::accept && (dtype_text == "F16" || dtype_text == "BF16")) {
+          t.half = dtype_text == "F16" ? half_float::f16 : half_float::bf16;
         } else if (!parse_dtype(dtype_text, t.entry.dtype)) {
           if (known_other_dtype(dtype_text))
             scan.fail_here(where() + " has dtype " + dtype_text +
@@ -138,7 +152,7 @@ inline tensor_header read_tensor(json_scanner& scan, std::string name, std::uint
   if (!has_dtype) scan.fail_here(where() + " has no \"dtype\"");
   if (!has_shape) scan.fail_here(where() + " has no \"shape\"");
   if (!has_offsets) scan.fail_here(where() + " has no \"data_offsets\"");
-  std::uint64_t bytes = t.narrowed_from_i64 ? 8 : dtype_size(t.entry.dtype);
+  std::uint64_t bytes = t.narrowed_from_i64 ? 8 : t.half != half_float::none ? 2 : dtype_size(t.entry.dtype);
   for (index_t extent : t.entry.shape) {
     const auto e = std::uint64_t(extent);
     if (e != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / e)
@@ -197,7 +211,8 @@ inline void narrow_i64(tensor_store::entry& entry, std::string_view name, const 
 /// Reads and checks the header `text` of a file whose data section holds `data_size`
 /// bytes. Throws checkpoint_error naming `path` and what is wrong. The tensors come
 /// sorted by name; their overlap and coverage of the data are the caller's to check.
-inline header parse_header(std::string_view text, std::uint64_t data_size, const std::string& path) {
+inline header parse_header(std::string_view text, std::uint64_t data_size, const std::string& path,
+                           half_floats halves = half_floats::refuse) {
   if (const std::size_t bad = invalid_utf8_at(text); bad != std::string_view::npos)
     fail(path, "header is not valid JSON: it is not UTF-8 (byte " + std::to_string(bad) + ")");
   json_scanner scan(text, path);
@@ -208,7 +223,7 @@ inline header parse_header(std::string_view text, std::uint64_t data_size, const
   if (!scan.close_if_empty()) do {
       std::string name = scan.read_key();
       if (name != "__metadata__") {
-        out.tensors.push_back(read_tensor(scan, std::move(name), data_size));
+        out.tensors.push_back(read_tensor(scan, std::move(name), data_size, halves));
         continue;
       }
       if (has_metadata) fail(path, "header has the key '__metadata__' more than once");

@@ -1,8 +1,9 @@
-// A Llama-class decoder (Llama 2/3, SmolLM2, TinyLlama, ...) run from a GGUF file: the
-// weights stay in their blocks in the file's memory map, and a key/value cache grows in
-// place as tokens are added.
+// A Llama-class decoder (Llama 2/3, SmolLM2, TinyLlama, ...) run from a GGUF file or a
+// Hugging Face checkpoint folder (config.json and safetensors in F32, F16 or BF16;
+// nn/llama_hf.hpp): the weights stay in their blocks in the file's memory map, and a
+// key/value cache grows in place as tokens are added.
 //
-//     nn::llama<> model("SmolLM2-135M-Instruct.Q4_1.gguf");
+//     nn::llama<> model("SmolLM2-135M-Instruct.Q4_1.gguf");     // or the folder "SmolLM2-135M-Instruct"
 //     std::vector<std::int32_t> prompt = ...;                   // token ids (nn/llama_tokenizer.hpp)
 //     std::span<const float> logits = model.forward(prompt);    // [vocab]: after the last token
 //     logits = model.forward(std::array{next_id});              // one more token, from the cache
@@ -24,36 +25,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "../core/quant_blocks.hpp"
-#include "../io/gguf.hpp"
 #include "../ops/all.hpp"
 #include "../runtime/program.hpp"
+#include "llama_hf.hpp"
+#include "llama_weights.hpp"
 
 namespace luminal::nn {
-
-/// A Llama file that luminal cannot run: another architecture, missing or inconsistent
-/// sizes, a missing tensor, a prompt past the context. The message names the file.
-class llama_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// The sizes and constants of a Llama model, from a GGUF file's metadata.
-struct llama_config {
-  std::string name;                 // general.name
-  std::int64_t vocab = 0, width = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, hidden = 0, context = 0;
-  float rope_base = 10000.0f, rms_eps = 1e-5f;
-  bool tied_output = false;         // no output.weight: the head reads token_embd.weight
-
-  /// Reads `llama.*` from the metadata and checks it against the tensors. Throws
-  /// llama_error naming the file and what is wrong.
-  static llama_config from_gguf(const gguf_file& file);
-};
 
 /// The graph of the three programs, with symbolic extents.
 namespace llama_graph {
@@ -122,19 +106,26 @@ template <class B>
 using head_program = decltype(compile<B>(head()));
 }  // namespace llama_graph
 
-/// A Llama model from a GGUF file on backend B, with its key/value cache: feed it tokens,
-/// get logits. Move-only. The weights are read in place from the file's memory map on a
-/// backend that reads host memory, and copied to the device once otherwise.
+/// A Llama model from a GGUF file or a Hugging Face folder on backend B, with its key/value
+/// cache: feed it tokens, get logits. Move-only. The weights are read in place from the
+/// file's memory map on a backend that reads host memory, and copied to the device once
+/// otherwise.
 template <class B>
 class llama {
  public:
-  /// Opens `path` and checks it (llama_error or gguf_error naming what is wrong). The cache
-  /// holds `context` positions (0: the file's context length), allocated as it is used.
+  /// Opens `path` and checks it (llama_error, gguf_error or checkpoint_error naming what is
+  /// wrong): a folder, config.json or .safetensors path is a Hugging Face checkpoint, any
+  /// other a GGUF file (open_llama_weights). The cache holds `context` positions (0: the
+  /// model's context length), allocated as it is used.
   explicit llama(const std::string& path, std::int64_t context = 0, B backend = {})
-      : file_(gguf_file::open(path)), config_(llama_config::from_gguf(file_)), backend_(std::move(backend)),
+      : llama(open_llama_weights(path), context, std::move(backend)) {}
+  /// Runs the model of `weights` (a source of nn/llama_weights.hpp).
+  explicit llama(std::unique_ptr<llama_weights> weights, std::int64_t context = 0, B backend = {})
+      : weights_(std::move(weights)), config_(weights_->config()), backend_(std::move(backend)),
         embedding_(backend_), layer_(backend_), head_(backend_) {
     context_ = context > 0 ? context : config_.context;
-    if (context_ <= 0) fail("has no context length (llama.context_length) and none was given");
+    if (context_ <= 0)
+      fail("has no context length (llama.context_length or max_position_embeddings) and none was given");
     const std::int64_t half = config_.head_dim / 2;
     inv_freq_.resize(std::size_t(half));
     // As Hugging Face: 1 / base^(2i / d), in f32.
@@ -160,7 +151,14 @@ class llama {
   ~llama() { release(); }
 
   const llama_config& config() const { return config_; }
-  const gguf_file& file() const { return file_; }
+  const llama_weights& weights() const { return *weights_; }
+  /// The GGUF file (its tokenizer and chat template); throws llama_error for a model read
+  /// from Hugging Face safetensors, which has none.
+  const gguf_file& file() const {
+    if (const gguf_file* f = weights_->gguf()) return *f;
+    fail("is a Hugging Face checkpoint, not a GGUF file: it has no GGUF metadata, so no tokenizer or chat template "
+         "(luminal does not read tokenizer.json)");
+  }
   /// Positions in the cache: the tokens fed since construction or reset().
   std::int64_t position() const { return position_; }
   std::int64_t context() const { return context_; }
@@ -192,7 +190,7 @@ class llama {
     add(embedding_, "embedding ");
     add(layer_, "layers ");
     add(head_, "head ");
-    return detail::profile_report(std::move(rows), profiled_calls_);
+    return luminal::detail::profile_report(std::move(rows), profiled_calls_);
   }
 
   /// Runs `tokens` at the next positions of the cache and returns the logits after the
@@ -294,26 +292,21 @@ class llama {
   };
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw llama_error("luminal: " + file_.path() + ": " + what);
+    throw llama_error("luminal: " + weights_->path() + ": " + what);
   }
 
   matrix weight(const std::string& name) {
-    const gguf_tensor_info& t = file_.tensor(name);
-    if (t.n_dims != 2) fail("tensor '" + name + "' has " + std::to_string(t.n_dims) + " dimensions, not 2");
-    matrix m{file_.tensor_format(t), t.data.data(), {index_t(t.ne[1]), index_t(t.ne[0])}};
-    m.data = on_device(t.data.data(), t.data.size());
-    return m;
+    const llama_matrix m = weights_->matrix(name);
+    return {m.format, on_device(m.bytes.data(), m.bytes.size()), m.shape};
   }
   /// A norm's weight as f32, converted once if the file stores it otherwise.
   const float* norm(const std::string& name) {
-    const gguf_tensor_info& t = file_.tensor(name);
-    if (t.n_dims != 1 || std::int64_t(t.ne[0]) != config_.width)
-      fail("tensor '" + name + "' should have shape [" + std::to_string(config_.width) + "]");
-    const quant_format f = file_.tensor_format(t);
-    if (f == quant_format::f32 && reinterpret_cast<std::uintptr_t>(t.data.data()) % alignof(float) == 0)
-      return static_cast<const float*>(on_device(t.data.data(), t.data.size()));
-    std::vector<float>& converted = converted_.emplace_back(std::size_t(t.ne[0]));
-    dequantize_row(f, t.data.data(), converted.data(), converted.size());
+    const llama_vector v = weights_->vector(name);
+    if (v.length != config_.width) fail("tensor '" + name + "' should have shape [" + std::to_string(config_.width) + "]");
+    if (v.format == quant_format::f32 && reinterpret_cast<std::uintptr_t>(v.bytes.data()) % alignof(float) == 0)
+      return static_cast<const float*>(on_device(v.bytes.data(), v.bytes.size()));
+    std::vector<float>& converted = converted_.emplace_back(std::size_t(v.length));
+    dequantize_row(v.format, v.bytes.data(), converted.data(), converted.size());
     return static_cast<const float*>(on_device(converted.data(), converted.size() * sizeof(float)));
   }
   /// Host memory the backend reads: itself, or a device copy made now and kept.
@@ -382,7 +375,7 @@ class llama {
     owned_.clear();
   }
 
-  gguf_file file_;
+  std::unique_ptr<llama_weights> weights_;  // on the heap: the views stay valid when the model moves
   llama_config config_;
   B backend_;
   llama_graph::embedding_program<B> embedding_;
@@ -400,46 +393,5 @@ class llama {
   std::vector<std::vector<float>> converted_;  // norms the file does not store as f32
   std::vector<void*> owned_;            // device copies of the weights
 };
-
-inline llama_config llama_config::from_gguf(const gguf_file& file) {
-  auto fail = [&](const std::string& what) -> void { throw llama_error("luminal: " + file.path() + ": " + what); };
-  const std::string_view arch = file.get_string("general.architecture");
-  if (arch != "llama")
-    fail("general.architecture is '" + std::string(arch) + "'; luminal's Llama runs 'llama' models only");
-  llama_config c;
-  if (const gguf_value* v = file.find("general.name")) c.name = std::string(v->as_string());
-  c.layers = file.get_u32("llama.block_count");
-  c.width = file.get_u32("llama.embedding_length");
-  c.hidden = file.get_u32("llama.feed_forward_length");
-  c.heads = file.get_u32("llama.attention.head_count");
-  c.kv_heads = file.contains("llama.attention.head_count_kv") ? file.get_u32("llama.attention.head_count_kv") : c.heads;
-  c.context = file.contains("llama.context_length") ? file.get_u32("llama.context_length") : 0;
-  if (file.contains("llama.rope.freq_base")) c.rope_base = file.get_f32("llama.rope.freq_base");
-  c.rms_eps = file.get_f32("llama.attention.layer_norm_rms_epsilon");
-  if (c.layers <= 0 || c.width <= 0 || c.hidden <= 0 || c.heads <= 0 || c.kv_heads <= 0)
-    fail("has a zero size among llama.block_count, embedding_length, feed_forward_length, head_count");
-  if (c.heads % c.kv_heads != 0)
-    fail(std::to_string(c.heads) + " query heads cannot share " + std::to_string(c.kv_heads) + " key/value heads");
-  const gguf_tensor_info& q = file.tensor("blk.0.attn_q.weight");
-  if (q.n_dims != 2 || std::int64_t(q.ne[0]) != c.width || std::int64_t(q.ne[1]) % c.heads != 0)
-    fail("blk.0.attn_q.weight does not fit " + std::to_string(c.heads) + " heads over a width of " +
-         std::to_string(c.width));
-  c.head_dim = std::int64_t(q.ne[1]) / c.heads;
-  if (c.head_dim % 2 != 0) fail("has heads of an odd size (" + std::to_string(c.head_dim) + "); RoPE needs pairs");
-  if (file.contains("llama.rope.dimension_count") &&
-      std::int64_t(file.get_u32("llama.rope.dimension_count")) != c.head_dim)
-    fail("rotates " + std::to_string(file.get_u32("llama.rope.dimension_count")) + " of each head's " +
-         std::to_string(c.head_dim) + " dimensions; luminal rotates them all");
-  if (!(c.rope_base > 0) || !(c.rms_eps >= 0)) fail("has a bad llama.rope.freq_base or RMS epsilon");
-  const gguf_tensor_info& embedding = file.tensor("token_embd.weight");
-  if (embedding.n_dims != 2 || std::int64_t(embedding.ne[0]) != c.width)
-    fail("token_embd.weight should have rows of " + std::to_string(c.width));
-  c.vocab = std::int64_t(embedding.ne[1]);
-  if (file.contains("llama.vocab_size") && std::int64_t(file.get_u32("llama.vocab_size")) != c.vocab)
-    fail("llama.vocab_size says " + std::to_string(file.get_u32("llama.vocab_size")) + " but token_embd.weight has " +
-         std::to_string(c.vocab) + " rows");
-  c.tied_output = file.find_tensor("output.weight") == nullptr;
-  return c;
-}
 
 }  // namespace luminal::nn
