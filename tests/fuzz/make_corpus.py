@@ -13,7 +13,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
 # The folders this script writes, and so clears first; other harnesses' folders are left alone.
-KINDS = ("safetensors", "idx", "checkpoint", "gguf", "bpe")
+KINDS = ("safetensors", "idx", "checkpoint", "gguf", "bpe", "llama_hf")
 
 
 def safetensors(tensors, metadata=None, raw_header=None, pad=b" "):
@@ -83,6 +83,60 @@ def gguf(kvs, tensors, version=3, alignment=32, counts=None):
     if data:
         out += bytes((alignment - len(out) % alignment) % alignment)
     return out + data
+
+
+# A tiny Hugging Face Llama (fuzz_llama_hf.cpp): 1 layer, width 8, 2 heads of 4, 1 key/value
+# head, hidden 16, vocabulary 16, tied embeddings.
+LLAMA_CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "hidden_size": 8,
+                "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+                "num_key_value_heads": 1, "vocab_size": 16, "max_position_embeddings": 32,
+                "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "attention_bias": False, "mlp_bias": False,
+                "tie_word_embeddings": True, "pad_token_id": None, "model_type": "llama"}
+LLAMA_SEPARATOR = b"\n--st--\n"  # between config.json and model.safetensors
+
+
+def llama_tensors(config, dtype="BF16", untied=False):
+    """The tensors `config` needs, Hugging Face's names, filled with a byte pattern."""
+    w, h, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    d = w // config["num_attention_heads"]
+    q, kv = config["num_attention_heads"] * d, config["num_key_value_heads"] * d
+    shapes = [("model.embed_tokens.weight", [v, w]), ("model.norm.weight", [w])]
+    if untied:
+        shapes.append(("lm_head.weight", [v, w]))
+    for l in range(config["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        shapes += [(p + "self_attn.q_proj.weight", [q, w]), (p + "self_attn.k_proj.weight", [kv, w]),
+                   (p + "self_attn.v_proj.weight", [kv, w]), (p + "self_attn.o_proj.weight", [w, q]),
+                   (p + "mlp.gate_proj.weight", [h, w]), (p + "mlp.up_proj.weight", [h, w]),
+                   (p + "mlp.down_proj.weight", [w, h]), (p + "input_layernorm.weight", [w]),
+                   (p + "post_attention_layernorm.weight", [w])]
+    out = []
+    for k, (name, shape) in enumerate(shapes):
+        n = 1
+        for extent in shape:
+            n *= extent
+        values = [0.01 * ((k * 7 + i) % 23 - 11) for i in range(n)]
+        data = struct.pack("<%de" % n, *values) if dtype == "F16" else f32(*values)
+        if dtype == "BF16":
+            data = b"".join(data[i + 2:i + 4] for i in range(0, len(data), 4))
+        out.append((name, dtype, shape, data))
+    return out
+
+
+def llama_hf(config, tensors=None, header_pad=None, **changes):
+    """config.json (a dict, with `changes`, or raw bytes), the separator and model.safetensors
+    (tensors; none: no separator, no weights). header_pad: the header's padding, instead of
+    spaces to a multiple of 8 (to misalign the data)."""
+    if isinstance(config, dict):
+        config = json.dumps(dict(config, **changes), indent=2).encode()
+    if tensors is None:
+        return config
+    weights = safetensors(tensors)
+    if header_pad is not None:
+        length = struct.unpack("<Q", weights[:8])[0]
+        header = weights[8:8 + length].rstrip(b" ") + header_pad
+        weights = struct.pack("<Q", len(header)) + header + weights[8 + length:]
+    return config + LLAMA_SEPARATOR + weights
 
 
 def write(kind, name, data):
@@ -203,6 +257,45 @@ def main():
     }
     for name, (mode, payload) in seeds.items():
         write("bpe", name, bytes([mode]) + payload)
+
+    # ---- Hugging Face Llama folders: config.json, the separator, model.safetensors ----
+    tiny = LLAMA_CONFIG
+    untied = dict(tiny, tie_word_embeddings=False)
+    write("llama_hf", "tiny_bf16_tied", llama_hf(tiny, llama_tensors(tiny)))
+    write("llama_hf", "tiny_f32_untied", llama_hf(untied, llama_tensors(untied, "F32", untied=True)))
+    write("llama_hf", "tiny_f16_rope_parameters", llama_hf(
+        tiny, llama_tensors(tiny, "F16"), head_dim=4, rope_theta=None,
+        rope_parameters={"rope_theta": 5000.0, "rope_type": "default"}))
+    # the data at 2 bytes past a multiple of 4: F32 tensors are read from aligned copies
+    write("llama_hf", "f32_unaligned", llama_hf(tiny, llama_tensors(tiny, "F32"), header_pad=b"  "))
+    write("llama_hf", "no_weights", llama_hf(tiny))
+    write("llama_hf", "missing_tensor", llama_hf(tiny, llama_tensors(tiny)[:-3]))
+    write("llama_hf", "bad_json", llama_hf(b'{"architectures": ["LlamaForCausalLM"], "hidden_size": 8,,}',
+                                           llama_tensors(tiny)))
+    write("llama_hf", "wrong_architecture", llama_hf(tiny, llama_tensors(tiny), architectures=["MistralForCausalLM"]))
+    write("llama_hf", "rope_llama3", llama_hf(tiny, llama_tensors(tiny), rope_scaling={
+        "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192, "rope_type": "llama3"}))
+    misshapen = llama_tensors(tiny)
+    misshapen[3] = (misshapen[3][0], "BF16", [8, 4], misshapen[3][3])  # k_proj [4, 8] as [8, 4]
+    write("llama_hf", "misshapen_tensor", llama_hf(tiny, misshapen))
+    f64 = llama_tensors(tiny)
+    f64[1] = ("model.norm.weight", "F64", [8], struct.pack("<8d", *[1.0] * 8))
+    write("llama_hf", "f64_tensor", llama_hf(tiny, f64))
+    write("llama_hf", "huge_sizes", llama_hf(tiny, llama_tensors(tiny), hidden_size=10**15,
+                                             intermediate_size=10**15, vocab_size=10**15))
+    # found by fuzz_llama_hf: heads * head_dim = 2^64 wrapped to 0 rows (then a division by zero)
+    wrapped = []
+    for name, dtype, shape, data in llama_tensors(tiny):
+        if "self_attn" in name:  # q, k, v [0, 8] and o [8, 0]: what 0 query rows would need
+            shape, data = ([8, 0] if "o_proj" in name else [0, 8]), b""
+        wrapped.append((name, dtype, shape, data))
+    write("llama_hf", "heads_overflow", llama_hf(tiny, wrapped, num_attention_heads=2**32,
+                                                 num_key_value_heads=2**32, head_dim=2**32))
+    # found by fuzz_llama_hf: no vocab_size and an embedding of no rows opened a model of no tokens
+    no_rows = llama_tensors(tiny)
+    no_rows[0] = ("model.embed_tokens.weight", "BF16", [0, 8], b"")
+    write("llama_hf", "vocab_zero", llama_hf(tiny, no_rows, vocab_size=None))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 #     FUZZER_DIR: where fuzz_safetensors, fuzz_idx, fuzz_checkpoint are
 #                 (build/tests/fuzz/clang with LUMINAL_FUZZ=ON and g++, or build/tests/fuzz with clang)
 #     WORK_DIR:   corpus copies, logs and crash artifacts (default: FUZZER_DIR/fuzz-work)
-#     HARNESS:    some of safetensors idx checkpoint gguf bpe wordpiece (default: all)
+#     HARNESS:    some of safetensors idx checkpoint gguf llama_hf bpe wordpiece (default: all)
 # fuzz_wordpiece uses MiniLM's vocabulary when LUMINAL_MINILM_DIR names its model/ folder.
 # Exit status 1 if any fuzzer found something; its reproducer is in WORK_DIR/<harness>/.
 set -uo pipefail
@@ -16,7 +16,7 @@ bin=${2:?directory of the fuzz_* binaries}
 work=${3:-$bin/fuzz-work}
 shift $(($# < 3 ? $# : 3))
 harnesses=("$@")
-[[ ${#harnesses[@]} -gt 0 ]] || harnesses=(safetensors idx checkpoint gguf bpe wordpiece)
+[[ ${#harnesses[@]} -gt 0 ]] || harnesses=(safetensors idx checkpoint gguf llama_hf bpe wordpiece)
 # Stack traces with function names, where llvm-symbolizer is installed beside clang.
 for symbolizer in /usr/lib/llvm-{21,20,19,18,17,16}/bin/llvm-symbolizer; do
   [[ -x "$symbolizer" && -z "${ASAN_SYMBOLIZER_PATH:-}" ]] && export ASAN_SYMBOLIZER_PATH=$symbolizer

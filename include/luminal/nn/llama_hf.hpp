@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -233,6 +234,8 @@ class hf_llama_weights final : public llama_weights {
     c.head_dim = integer("head_dim", c.width / c.heads, false);
     if (c.head_dim <= 0 || c.head_dim % 2 != 0)
       bad("has heads of size " + std::to_string(c.head_dim) + "; RoPE needs an even, positive size");
+    if (c.head_dim > std::numeric_limits<std::int64_t>::max() / c.heads)  // the query rows, heads * head_dim
+      bad("has " + std::to_string(c.heads) + " heads of size " + std::to_string(c.head_dim) + ", too many rows to count");
     if (!(c.rope_base > 0) || !(c.rms_eps >= 0)) bad("has a bad rope_theta or rms_norm_eps");
     c.tied_output = is_true("tie_word_embeddings");
   }
@@ -304,6 +307,8 @@ class hf_llama_weights final : public llama_weights {
       vectors_[gguf] = llama_vector{format, bytes, c.width};
     };
     add_matrix("token_embd.weight", c.vocab, c.width);
+    if (c.vocab == 0)  // vocab_size 0 or absent, and an embedding of no rows
+      fail_in(weights_path_, "tensor 'model.embed_tokens.weight' has no rows: a vocabulary of no tokens");
     if (!c.tied_output) add_matrix("output.weight", c.vocab, c.width);
     add_vector("output_norm.weight");
     for (std::int64_t l = 0; l < c.layers; ++l) {
