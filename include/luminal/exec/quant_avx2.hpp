@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "quant_activations.hpp"
+#include "quant_kernel_common.hpp"
 
 #define LUMINAL_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -97,28 +98,18 @@ LUMINAL_TARGET_AVX2 void int8_row_group(const unsigned char* w, const quant_acti
 template <quant_format F>
 LUMINAL_TARGET_AVX2 void int8_rows_of(const unsigned char* w, std::int64_t row_bytes, const quant_activations& a,
                                       float* y, std::int64_t ldy, std::int64_t n_begin, std::int64_t n_end) {
-  for (std::int64_t n = n_begin; n < n_end; ++n) {
-    const unsigned char* row = w + n * row_bytes;
-    std::int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) int8_row_group<F, 4>(row, a, m, y + m * ldy + n, ldy);
-    switch (a.M - m) {
-      case 3: int8_row_group<F, 3>(row, a, m, y + m * ldy + n, ldy); break;
-      case 2: int8_row_group<F, 2>(row, a, m, y + m * ldy + n, ldy); break;
-      case 1: int8_row_group<F, 1>(row, a, m, y + m * ldy + n, ldy); break;
-      default: break;
-    }
-  }
+  for (std::int64_t n = n_begin; n < n_end; ++n)
+    quant_kernels::for_each_tile<4>(a.M, [&]<int R>(quant_kernels::rows_constant<R>, std::int64_t m) {
+      int8_row_group<F, R>(w + n * row_bytes, a, m, y + m * ldy + n, ldy);
+    });
 }
 
 /// y[m, n] for all m < a.M and n in [n_begin, n_end), weights of a block format.
 inline void int8_rows(quant_format f, const unsigned char* w, std::int64_t row_bytes, const quant_activations& a,
                       float* y, std::int64_t ldy, std::int64_t n_begin, std::int64_t n_end) {
-  switch (f) {
-    case quant_format::q4_0: return int8_rows_of<quant_format::q4_0>(w, row_bytes, a, y, ldy, n_begin, n_end);
-    case quant_format::q4_1: return int8_rows_of<quant_format::q4_1>(w, row_bytes, a, y, ldy, n_begin, n_end);
-    case quant_format::q8_0: return int8_rows_of<quant_format::q8_0>(w, row_bytes, a, y, ldy, n_begin, n_end);
-    default: return;
-  }
+  quant_kernels::with_block_format(f, [&]<quant_format F>(quant_kernels::format_constant<F>) {
+    int8_rows_of<F>(w, row_bytes, a, y, ldy, n_begin, n_end);
+  });
 }
 
 /// Sum of the 8 lanes of an int32 vector.
@@ -257,29 +248,19 @@ LUMINAL_TARGET_AVX2 void int16_row_group(const unsigned char* w, const quant_act
 template <quant_format F>
 LUMINAL_TARGET_AVX2 void int16_rows_of(const unsigned char* w, std::int64_t row_bytes, const quant_activations& a,
                                        float* y, std::int64_t ldy, std::int64_t n_begin, std::int64_t n_end) {
-  for (std::int64_t n = n_begin; n < n_end; ++n) {
-    const unsigned char* row = w + n * row_bytes;
-    std::int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) int16_row_group<F, 4>(row, a, m, y + m * ldy + n, ldy);
-    switch (a.M - m) {
-      case 3: int16_row_group<F, 3>(row, a, m, y + m * ldy + n, ldy); break;
-      case 2: int16_row_group<F, 2>(row, a, m, y + m * ldy + n, ldy); break;
-      case 1: int16_row_group<F, 1>(row, a, m, y + m * ldy + n, ldy); break;
-      default: break;
-    }
-  }
+  for (std::int64_t n = n_begin; n < n_end; ++n)
+    quant_kernels::for_each_tile<4>(a.M, [&]<int R>(quant_kernels::rows_constant<R>, std::int64_t m) {
+      int16_row_group<F, R>(w + n * row_bytes, a, m, y + m * ldy + n, ldy);
+    });
 }
 
 /// y[m, n] for all m < a.M and n in [n_begin, n_end) with int16_dot activations (the row
 /// kernel serves both tilings).
 inline void int16_rows(quant_format f, const unsigned char* w, std::int64_t row_bytes, const quant_activations& a,
                        float* y, std::int64_t ldy, std::int64_t n_begin, std::int64_t n_end) {
-  switch (f) {
-    case quant_format::q4_0: return int16_rows_of<quant_format::q4_0>(w, row_bytes, a, y, ldy, n_begin, n_end);
-    case quant_format::q4_1: return int16_rows_of<quant_format::q4_1>(w, row_bytes, a, y, ldy, n_begin, n_end);
-    case quant_format::q8_0: return int16_rows_of<quant_format::q8_0>(w, row_bytes, a, y, ldy, n_begin, n_end);
-    default: return;
-  }
+  quant_kernels::with_block_format(f, [&]<quant_format F>(quant_kernels::format_constant<F>) {
+    int16_rows_of<F>(w, row_bytes, a, y, ldy, n_begin, n_end);
+  });
 }
 
 }  // namespace luminal::quant_avx2

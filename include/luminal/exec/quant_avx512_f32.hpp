@@ -12,12 +12,7 @@
 #include "quant_avx512_int8.hpp"
 #if defined(LUMINAL_QUANT_HAVE_AVX512)
 
-// GCC 12 reports its own intrinsics' undefined-vector idiom as (maybe) uninitialized.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+LUMINAL_QUANT_KERNELS_BEGIN
 
 namespace luminal::quant_avx512 {
 
@@ -87,17 +82,10 @@ template <quant_format F>
 LUMINAL_TARGET_AVX512 void f32_rows_of(const unsigned char* w, std::int64_t row_bytes, std::int64_t K, const float* x,
                                        std::int64_t ldx, const quant_activations& a, float* y, std::int64_t ldy,
                                        std::int64_t n_begin, std::int64_t n_end) {
-  for (std::int64_t n = n_begin; n < n_end; ++n) {
-    const unsigned char* row = w + n * row_bytes;
-    std::int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) f32_row_group<F, 4>(row, K, x, ldx, a, m, y + m * ldy + n, ldy);
-    switch (a.M - m) {
-      case 3: f32_row_group<F, 3>(row, K, x, ldx, a, m, y + m * ldy + n, ldy); break;
-      case 2: f32_row_group<F, 2>(row, K, x, ldx, a, m, y + m * ldy + n, ldy); break;
-      case 1: f32_row_group<F, 1>(row, K, x, ldx, a, m, y + m * ldy + n, ldy); break;
-      default: break;
-    }
-  }
+  for (std::int64_t n = n_begin; n < n_end; ++n)
+    quant_kernels::for_each_tile<4>(a.M, [&]<int R>(quant_kernels::rows_constant<R>, std::int64_t m) {
+      f32_row_group<F, R>(w + n * row_bytes, K, x, ldx, a, m, y + m * ldy + n, ldy);
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -188,44 +176,24 @@ LUMINAL_TARGET_AVX512 void f32_panels_of(const unsigned char* w, std::int64_t ro
     for (std::int64_t k0 = 0; k0 < K; k0 += f32_panel_columns) {
       const int count = int(std::min<std::int64_t>(f32_panel_columns, K - k0));
       pack_f32_panel<F>(w + n0 * row_bytes, row_bytes, rows, k0, count, panel);
-      std::int64_t m = 0;
-      for (; m + f32_tile_rows <= M; m += f32_tile_rows)
-        f32_panel_tile<f32_tile_rows>(panel, count, x, ldx, m, k0, y + n0, ldy, mask0, mask1, k0 > 0);
-      switch (M - m) {
-        case 3: f32_panel_tile<3>(panel, count, x, ldx, m, k0, y + n0, ldy, mask0, mask1, k0 > 0); break;
-        case 2: f32_panel_tile<2>(panel, count, x, ldx, m, k0, y + n0, ldy, mask0, mask1, k0 > 0); break;
-        case 1: f32_panel_tile<1>(panel, count, x, ldx, m, k0, y + n0, ldy, mask0, mask1, k0 > 0); break;
-        default: break;
-      }
+      quant_kernels::for_each_tile<f32_tile_rows>(M, [&]<int R>(quant_kernels::rows_constant<R>, std::int64_t m) {
+        f32_panel_tile<R>(panel, count, x, ldx, m, k0, y + n0, ldy, mask0, mask1, k0 > 0);
+      });
     }
   }
-}
-
-template <quant_format F>
-void f32_matmul_of(quant_tiling tiling, const unsigned char* w, std::int64_t row_bytes, std::int64_t K,
-                   const float* x, std::int64_t ldx, const quant_activations& a, float* y, std::int64_t ldy,
-                   std::int64_t n_begin, std::int64_t n_end) {
-  if (tiling == quant_tiling::panels) return f32_panels_of<F>(w, row_bytes, K, x, ldx, a.M, y, ldy, n_begin, n_end);
-  f32_rows_of<F>(w, row_bytes, K, x, ldx, a, y, ldy, n_begin, n_end);
 }
 
 /// y[m, n] for all m < a.M and n in [n_begin, n_end), with f32 FMAs.
 inline void f32_matmul(quant_format f, quant_tiling tiling, const unsigned char* w, std::int64_t row_bytes,
                        std::int64_t K, const float* x, std::int64_t ldx, const quant_activations& a, float* y,
                        std::int64_t ldy, std::int64_t n_begin, std::int64_t n_end) {
-  switch (f) {
-    case quant_format::q4_0: return f32_matmul_of<quant_format::q4_0>(tiling, w, row_bytes, K, x, ldx, a, y, ldy, n_begin, n_end);
-    case quant_format::q4_1: return f32_matmul_of<quant_format::q4_1>(tiling, w, row_bytes, K, x, ldx, a, y, ldy, n_begin, n_end);
-    case quant_format::q8_0: return f32_matmul_of<quant_format::q8_0>(tiling, w, row_bytes, K, x, ldx, a, y, ldy, n_begin, n_end);
-    case quant_format::f32: return f32_matmul_of<quant_format::f32>(tiling, w, row_bytes, K, x, ldx, a, y, ldy, n_begin, n_end);
-    case quant_format::f16: return f32_matmul_of<quant_format::f16>(tiling, w, row_bytes, K, x, ldx, a, y, ldy, n_begin, n_end);
-    case quant_format::bf16: return f32_matmul_of<quant_format::bf16>(tiling, w, row_bytes, K, x, ldx, a, y, ldy, n_begin, n_end);
-  }
+  quant_kernels::with_format(f, [&]<quant_format F>(quant_kernels::format_constant<F>) {
+    if (tiling == quant_tiling::panels) f32_panels_of<F>(w, row_bytes, K, x, ldx, a.M, y, ldy, n_begin, n_end);
+    else f32_rows_of<F>(w, row_bytes, K, x, ldx, a, y, ldy, n_begin, n_end);
+  });
 }
 
 }  // namespace luminal::quant_avx512
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+LUMINAL_QUANT_KERNELS_END
 #endif

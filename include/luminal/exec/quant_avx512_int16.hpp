@@ -14,11 +14,7 @@
 #include "quant_avx512_int8.hpp"
 #if defined(LUMINAL_QUANT_HAVE_AVX512)
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+LUMINAL_QUANT_KERNELS_BEGIN
 
 namespace luminal::quant_avx512 {
 
@@ -166,17 +162,10 @@ LUMINAL_TARGET_AVX512 void int16_row_group(const unsigned char* w, const quant_a
 template <quant_format F>
 LUMINAL_TARGET_AVX512 void int16_rows_of(const unsigned char* w, std::int64_t row_bytes, const quant_activations& a,
                                          float* y, std::int64_t ldy, std::int64_t n_begin, std::int64_t n_end) {
-  for (std::int64_t n = n_begin; n < n_end; ++n) {
-    const unsigned char* row = w + n * row_bytes;
-    std::int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) int16_row_group<F, 4>(row, a, m, y + m * ldy + n, ldy);
-    switch (a.M - m) {
-      case 3: int16_row_group<F, 3>(row, a, m, y + m * ldy + n, ldy); break;
-      case 2: int16_row_group<F, 2>(row, a, m, y + m * ldy + n, ldy); break;
-      case 1: int16_row_group<F, 1>(row, a, m, y + m * ldy + n, ldy); break;
-      default: break;
-    }
-  }
+  for (std::int64_t n = n_begin; n < n_end; ++n)
+    quant_kernels::for_each_tile<4>(a.M, [&]<int R>(quant_kernels::rows_constant<R>, std::int64_t m) {
+      int16_row_group<F, R>(w + n * row_bytes, a, m, y + m * ldy + n, ldy);
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -350,16 +339,9 @@ LUMINAL_TARGET_AVX512 void int16_panels_of(const unsigned char* w, std::int64_t 
       const int nb = int(std::min<std::int64_t>(int16_panel_blocks, a.blocks - b0));
       pack_int16_panel<F>(panel_weights, row_bytes, rows, b0, nb, panel);
       float* out = y + n0;
-      std::int64_t m = 0;
-      for (; m + int16_tile_rows <= a.M; m += int16_tile_rows)
-        int16_panel_tile<F, int16_tile_rows>(panel, nb, a, m, b0, out, ldy, mask0, mask1, b0 > 0);
-      switch (a.M - m) {
-        case 4: int16_panel_tile<F, 4>(panel, nb, a, m, b0, out, ldy, mask0, mask1, b0 > 0); break;
-        case 3: int16_panel_tile<F, 3>(panel, nb, a, m, b0, out, ldy, mask0, mask1, b0 > 0); break;
-        case 2: int16_panel_tile<F, 2>(panel, nb, a, m, b0, out, ldy, mask0, mask1, b0 > 0); break;
-        case 1: int16_panel_tile<F, 1>(panel, nb, a, m, b0, out, ldy, mask0, mask1, b0 > 0); break;
-        default: break;
-      }
+      quant_kernels::for_each_tile<int16_tile_rows>(a.M, [&]<int R>(quant_kernels::rows_constant<R>, std::int64_t m) {
+        int16_panel_tile<F, R>(panel, nb, a, m, b0, out, ldy, mask0, mask1, b0 > 0);
+      });
       add_wide_residuals(panel, nb, a, b0, out, ldy, mask0, mask1);
     }
   }
@@ -369,24 +351,13 @@ LUMINAL_TARGET_AVX512 void int16_panels_of(const unsigned char* w, std::int64_t 
 inline void int16_matmul(quant_format f, quant_tiling tiling, const unsigned char* w, std::int64_t row_bytes,
                          const quant_activations& a, float* y, std::int64_t ldy, std::int64_t n_begin,
                          std::int64_t n_end) {
-  const bool panels = tiling == quant_tiling::panels;
-  switch (f) {
-    case quant_format::q4_0:
-      return panels ? int16_panels_of<quant_format::q4_0>(w, row_bytes, a, y, ldy, n_begin, n_end)
-                    : int16_rows_of<quant_format::q4_0>(w, row_bytes, a, y, ldy, n_begin, n_end);
-    case quant_format::q4_1:
-      return panels ? int16_panels_of<quant_format::q4_1>(w, row_bytes, a, y, ldy, n_begin, n_end)
-                    : int16_rows_of<quant_format::q4_1>(w, row_bytes, a, y, ldy, n_begin, n_end);
-    case quant_format::q8_0:
-      return panels ? int16_panels_of<quant_format::q8_0>(w, row_bytes, a, y, ldy, n_begin, n_end)
-                    : int16_rows_of<quant_format::q8_0>(w, row_bytes, a, y, ldy, n_begin, n_end);
-    default: return;
-  }
+  quant_kernels::with_block_format(f, [&]<quant_format F>(quant_kernels::format_constant<F>) {
+    if (tiling == quant_tiling::panels) int16_panels_of<F>(w, row_bytes, a, y, ldy, n_begin, n_end);
+    else int16_rows_of<F>(w, row_bytes, a, y, ldy, n_begin, n_end);
+  });
 }
 
 }  // namespace luminal::quant_avx512
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+LUMINAL_QUANT_KERNELS_END
 #endif
