@@ -161,4 +161,76 @@ template <double Lo, double Hi, expression X> constexpr auto clamp(X x) {
   return min(max(x, c<Lo>), c<Hi>);
 }
 
+// ---- torch.nn.functional's other activations -------------------------------------------
+// Composites like the ones above: autodiff through their primitives gives torch's
+// gradients, at the kinks too (tests/unit/ops_activations_test.cpp checks every one
+// against torch at its kinks, around them and at +-1000). A NaN input gives NaN.
+
+/// min(max(x, 0), 6), as torch.nn.functional.relu6: the gradient is 0 at 0 and at 6.
+template <expression X> constexpr auto relu6(X x) { return clamp<0.0, 6.0>(x); }
+/// x clamped to [Min, Max], as torch.nn.functional.hardtanh(x, Min, Max): the gradient is
+/// 0 at both bounds. `hardtanh(x)` is [-1, 1]; `hardtanh<-2.0, 0.5>(x)` another range.
+template <double Min = -1.0, double Max = 1.0, expression X> constexpr auto hardtanh(X x) {
+  static_assert(Min <= Max, "luminal: hardtanh needs Min <= Max (torch: min_val cannot be greater than max_val)");
+  return clamp<Min, Max>(x);
+}
+/// relu6(x + 3) / 6, as torch.nn.functional.hardsigmoid: the gradient is 1/6 strictly
+/// between -3 and 3 and 0 at them.
+template <expression X> constexpr auto hardsigmoid(X x) { return relu6(x + c<3.0>) * c<1.0 / 6.0>; }
+/// x hardsigmoid(x), as torch.nn.functional.hardswish (MobileNetV3): the gradient is 0 at
+/// -3 and 1 at 3, as torch's.
+template <expression X> constexpr auto hardswish(X x) { return x * hardsigmoid(x); }
+namespace detail {
+/// torch's elu kernel, which elu, selu and celu share: Pos x for x > 0, else
+/// Neg (e^(In x) - 1), so the gradient at 0 is Neg In. The exponential sees min(x, 0)
+/// (spelled with where, so that x = 0 keeps its gradient): e^x of a large x would make the
+/// unused branch's gradient inf * 0.
+template <double Pos, double Neg, double In, expression X> constexpr auto elu_form(X x) {
+  auto positive = less_than(c<0.0>, x);
+  auto negative_part = where(positive, c<0.0>, x);
+  auto below = expm1(negative_part * c<In>) * c<Neg>;
+  if constexpr (Pos == 1.0) return where(positive, x, below);
+  else return where(positive, x * c<Pos>, below);
+}
+inline constexpr double selu_alpha = 1.6732632423543772848170429916717;
+inline constexpr double selu_scale = 1.0507009873554804934193349852946;
+}  // namespace detail
+/// x for x > 0, Alpha (e^x - 1) otherwise, as torch.nn.functional.elu(x, Alpha): the
+/// gradient at 0 is Alpha (torch takes the negative branch there). `elu<0.5>(x)`.
+template <double Alpha = 1.0, expression X> constexpr auto elu(X x) { return detail::elu_form<1.0, Alpha, 1.0>(x); }
+/// scale elu(x, alpha) with torch's constants (alpha 1.6733, scale 1.0507), as
+/// torch.nn.functional.selu: the gradient at 0 is alpha scale.
+template <expression X> constexpr auto selu(X x) {
+  return detail::elu_form<detail::selu_scale, detail::selu_alpha * detail::selu_scale, 1.0>(x);
+}
+/// x for x > 0, Alpha (e^(x / Alpha) - 1) otherwise, as torch.nn.functional.celu(x, Alpha):
+/// the gradient at 0 is 1. `celu<2.0>(x)`.
+template <double Alpha = 1.0, expression X> constexpr auto celu(X x) {
+  static_assert(Alpha != 0, "luminal: celu needs a nonzero Alpha (it divides x by it; torch: alpha cannot be 0)");
+  return detail::elu_form<1.0, Alpha, 1.0 / Alpha>(x);
+}
+/// x tanh(softplus(x)), as torch.nn.functional.mish: the gradient at 0 is 0.6. Written
+/// with u = e^-|x| so that nothing overflows and float32 keeps both the value where it is
+/// tiny and the gradient where it is near 1: tanh(log(1 + e^x)) is u (u + 2) / ((u + 1)^2 + 1)
+/// for x < 0 and 1 - 2u^2 / (2u^2 + 2u + 1) otherwise. (u is recomputed, not shared, so
+/// mish fuses into one kernel.)
+template <expression X> constexpr auto mish(X x) {
+  auto u = exp(neg(abs(x)));
+  auto below = u * (u + c<2.0>) / (square(u + c<1.0>) + c<1.0>);
+  auto above = c<1.0> - u * u * c<2.0> / ((u * c<2.0> + c<2.0>) * u + c<1.0>);
+  return x * where(less_than(x, c<0.0>), below, above);
+}
+/// log(sigmoid(x)) = -softplus(-x), as torch.nn.functional.logsigmoid: nothing overflows
+/// (x itself below -20, softplus' threshold; e^-x capped as softplus caps it).
+template <expression X> constexpr auto logsigmoid(X x) { return neg(softplus(neg(x))); }
+/// x / (1 + |x|), as torch.nn.functional.softsign: the gradient at 0 is 1.
+template <expression X> constexpr auto softsign(X x) { return x / (abs(x) + c<1.0>); }
+/// x - tanh(x), as torch.nn.functional.tanhshrink. tanh(x) is written e / (e + 2) with
+/// e = e^2x - 1 (expm1), which keeps its digits near 0 where x - tanh(x) ~ x^3 / 3; x is
+/// capped at 20 (tanh is 1 in float32 there) so that e stays finite.
+template <expression X> constexpr auto tanhshrink(X x) {
+  auto e = expm1(min(x, c<20.0>) * c<2.0>);
+  return x - e / (e + c<2.0>);
+}
+
 }  // namespace luminal

@@ -6,6 +6,7 @@
 //
 //     parameter_optimizer<adamw> opt({.lr = 3e-4f});
 //     opt.max_grad_norm = 1.0;                       // optional global-norm clipping
+//     opt.set_schedule(one_cycle_lr{.max_lr = 1e-3, .total_steps = 5000});  // optional (schedules.hpp)
 //     t.backward(loss);
 //     opt.step(params, t.gradients());               // updates params; clears the gradients
 //     save_safetensors(opt.checkpoint(params), "model.safetensors");
@@ -28,6 +29,7 @@
 #include "../runtime/program.hpp"
 #include "../runtime/parameter_store.hpp"
 #include "optimizers.hpp"
+#include "schedules.hpp"
 
 namespace luminal {
 
@@ -79,6 +81,14 @@ class parameter_optimizer {
   Opt& options() { return options_; }
   const Opt& options() const { return options_; }
   std::int64_t step_count() const { return step_; }
+
+  /// Sets options().lr to schedule.lr_at(step_count()) before each step, as
+  /// train_step::set_schedule (std::nullopt: none). Set it before load_state().
+  void set_schedule(std::optional<lr_schedule> schedule) {
+    static_assert(detail::has_learning_rate<Opt>, "luminal: set_schedule: this optimizer has no field lr to schedule");
+    schedule_ = std::move(schedule);
+  }
+  const std::optional<lr_schedule>& schedule() const { return schedule_; }
 
   /// Global-norm clipping bound (torch.nn.utils.clip_grad_norm_); infinite: none.
   double max_grad_norm = std::numeric_limits<double>::infinity();
@@ -173,12 +183,14 @@ class parameter_optimizer {
     return norm;
   }
 
-  /// The optimizer state ("optimizer.*" tensors) and the step count, as train_step saves them.
+  /// The optimizer state ("optimizer.*" tensors), the step count and the schedule, as
+  /// train_step saves them.
   tensor_store state() const {
     tensor_store out = state_;
     for (auto& [name, entry] : device_state_.to_tensors()) out.insert(name, std::move(entry));
     out.metadata["luminal.step"] = std::to_string(step_);
     out.metadata["luminal.optimizer"] = std::string(Opt::name);
+    out.metadata[detail::schedule_metadata] = detail::schedule_text(schedule_);
     return out;
   }
   /// Parameters and optimizer state in one store, to save as a checkpoint.
@@ -189,12 +201,14 @@ class parameter_optimizer {
   }
   tensor_store checkpoint(const parameter_store<B>& parameters) const { return checkpoint(parameters.to_tensors()); }
   /// Takes the "optimizer.*" tensors and the step count of a checkpoint (other entries
-  /// are ignored). Throws checkpoint_error if the step count is missing or malformed.
+  /// are ignored). Throws checkpoint_error if the step count is missing or malformed, or
+  /// if the checkpoint was saved under another schedule (as train_step::load_state).
   void load_state(const tensor_store& checkpoint) {
     tensor_store loaded;
     for (const auto& [name, entry] : checkpoint)
       if (name.starts_with("optimizer.")) loaded.insert(name, entry);
     const std::int64_t steps = loaded.empty() ? 0 : detail::checkpoint_step_count(checkpoint, "the checkpoint");
+    if (!loaded.empty()) detail::require_same_schedule(checkpoint, schedule_, "the checkpoint");
     state_ = std::move(loaded);
     device_state_.clear();  // a device step uploads the loaded state when it first needs it
     step_ = steps;
@@ -246,6 +260,8 @@ class parameter_optimizer {
       throw run_error("luminal: parameter_optimizer: the gradient norm is not finite at step " + std::to_string(step_ + 1) +
                       "; the parameters are left as they were");
     const std::int64_t t = step_ + 1;
+    if constexpr (detail::has_learning_rate<Opt>)
+      if (schedule_) options_.lr = schedule_->lr_at(step_);
     options_.hyperparameters(t, [&](std::string_view name, double value) {
       const T v = T(value);
       program_.bind(name, &v, std::span<const index_t>{});
@@ -297,6 +313,7 @@ class parameter_optimizer {
   parameter_store<B> device_state_;   // device steps' state
   parameter_store<B> norm_parts_;     // device steps' per-gradient sums of squares
   std::int64_t step_ = 0;
+  std::optional<lr_schedule> schedule_;
 };
 
 }  // namespace luminal

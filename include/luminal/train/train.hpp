@@ -6,7 +6,8 @@
 //     step.bind("x", images);  step.bind("labels", classes);
 //     float value = step.run();                 // one step; the parameters are updated
 //     step.optimizer().lr = 1e-4f;              // runtime: no recompilation
-//     step.save("model.safetensors");           // parameters, optimizer state, step count
+//     step.set_schedule(warmup_cosine_lr{.lr = 1e-3, .warmup_steps = 100, .t_max = 900});  // schedules.hpp
+//     step.save("model.safetensors");           // parameters, optimizer state, step count, schedule
 //
 // Data parallel over the ranks of a communicator (distributed/mpi.hpp): each rank binds its
 // own shard of the batch, and every rank applies the gradients' mean over the ranks:
@@ -29,6 +30,7 @@
 
 #include "../core/communicator.hpp"
 #include "optimizers.hpp"
+#include "schedules.hpp"
 #include "../grad/reverse.hpp"
 #include "../io/safetensors.hpp"
 #include "../ops/exchange.hpp"
@@ -133,6 +135,8 @@ class train_step {
   loss_type run() {
     if (comm_ && !synchronized_) synchronize();
     const std::int64_t t = step_ + 1;
+    if constexpr (detail::has_learning_rate<Opt>)
+      if (schedule_) optimizer_.lr = schedule_->lr_at(step_);
     optimizer_.hyperparameters(t, [&](std::string_view name, double value) { bind_scalar(name, value); });
     if constexpr (Clipping == gradient_clipping::global_norm) bind_scalar("optim.max_grad_norm", max_grad_norm);
     if constexpr (detail::has_leaf(typename GradientProgram::leaves{}, "rng.seed") ||
@@ -229,6 +233,17 @@ class train_step {
 
   Opt& optimizer() { return optimizer_; }
   const Opt& optimizer() const { return optimizer_; }
+
+  /// Sets optimizer().lr to schedule.lr_at(step_count()) before each step (schedules.hpp),
+  /// so optimizer().lr holds the rate of the last step; std::nullopt leaves the lr to
+  /// optimizer().lr again. Set it before load(): a checkpoint records its schedule, and
+  /// load_state() refuses to resume under another (checkpoint_error naming both).
+  void set_schedule(std::optional<lr_schedule> schedule) {
+    static_assert(detail::has_learning_rate<Opt>, "luminal: set_schedule: this optimizer has no field lr to schedule");
+    schedule_ = std::move(schedule);
+  }
+  const std::optional<lr_schedule>& schedule() const { return schedule_; }
+
   parameter_store<B>& store() { return store_; }
   const parameter_store<B>& store() const { return store_; }
   /// The program of the loss and the gradients (forward and backward), and the program of
@@ -238,17 +253,21 @@ class train_step {
   UpdateProgram& update_program() { return update_program_; }
   const UpdateProgram& update_program() const { return update_program_; }
 
-  /// Parameters, optimizer state, step count and optimizer name as one tensor_store.
+  /// Parameters, optimizer state, step count, optimizer name and learning-rate schedule
+  /// ("luminal.lr_schedule": lr_schedule::describe(), or "none") as one tensor_store.
   tensor_store state() const {
     tensor_store out = store_.to_tensors();
     out.metadata["luminal.step"] = std::to_string(step_);
     out.metadata["luminal.optimizer"] = std::string(Opt::name);
+    out.metadata[detail::schedule_metadata] = detail::schedule_text(schedule_);
     return out;
   }
 
   /// Loads what state() saved, or parameters alone (a model written by PyTorch): every
   /// parameter must be present with its dtype and shape; optimizer state must be all
-  /// present or all absent (then it restarts at zero, with the step count). Throws
+  /// present or all absent (then it restarts at zero, with the step count). A checkpoint
+  /// with optimizer state resumes its step count, so it must have been saved under this
+  /// step's schedule (set_schedule(); see detail::require_same_schedule). Throws
   /// checkpoint_error naming what is missing or wrong; the store is unchanged then.
   void load_state(const tensor_store& values, const std::string& origin = "the checkpoint") {
     std::size_t params = 0, states = 0;
@@ -275,6 +294,7 @@ class train_step {
       throw checkpoint_error("luminal: " + origin + " holds the optimizer state of only some parameters (" +
                              std::to_string(states) + " of " + std::to_string(slot_count - params) + " tensors)");
     const std::int64_t steps = states != 0 ? detail::checkpoint_step_count(values, origin) : 0;
+    if (states != 0) detail::require_same_schedule(values, schedule_, origin);
     if (states == 0) zero_state();
     store_.assign(values);
     step_ = steps;
@@ -368,6 +388,7 @@ class train_step {
   parameter_store<B> handed_over_;  // the loss and the gradients, from one program to the other
   std::array<void*, handed_over_source.size()> handed_over_memory_{};  // output k's memory in handed_over_
   std::int64_t step_ = 0;
+  std::optional<lr_schedule> schedule_;
   communicator* comm_ = nullptr;
   bool synchronized_ = false;
 };
