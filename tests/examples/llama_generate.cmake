@@ -15,22 +15,7 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 file(WRITE "${WORK_DIR}/empty.txt" "")
 
-# Runs the program with ARGN and INPUT on stdin; it must exit with EXPECTED. Sets out, err.
-function(run what expected input)
-  execute_process(COMMAND "${PROGRAM}" ${ARGN} INPUT_FILE "${input}"
-    RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT status STREQUAL "${expected}")
-    message(FATAL_ERROR "${what}: exit status '${status}', expected ${expected}:\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
-function(require_text where haystack needle)
-  string(FIND "${haystack}" "${needle}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "${where}: the output does not say '${needle}':\n${haystack}")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_example.cmake")  # run(), require_text()
 # The JSON array `key` of `json` as a CMake list.
 function(json_list json key result)
   string(JSON n LENGTH "${json}" ${key})

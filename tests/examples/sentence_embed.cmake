@@ -14,23 +14,7 @@ endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
-# Runs the program on INPUT (a file) with ARGN; it must exit with EXPECTED (a signal or
-# another status fails the test, naming WHAT). Sets out and err in the caller.
-function(run what expected input)
-  execute_process(COMMAND "${PROGRAM}" ${ARGN} INPUT_FILE "${input}"
-    RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT status STREQUAL "${expected}")
-    message(FATAL_ERROR "${what}: exit status '${status}', expected ${expected}:\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
-function(require_text where haystack needle)
-  string(FIND "${haystack}" "${needle}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "${where}: the output does not say '${needle}':\n${haystack}")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_example.cmake")  # run(), require_text()
 
 # ---- embeddings: one line of 384 floats per input line, unit length ----
 file(WRITE "${WORK_DIR}/two.txt" "A man is eating food.\nA man is eating a piece of bread.\n")
