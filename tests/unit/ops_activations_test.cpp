@@ -162,3 +162,27 @@ TEST_CASE("activations fuse into the elementwise epilogue of a matmul", "[ops][c
   STATIC_REQUIRE(decltype(compile(selu(matmul(x, w) + b)))::kernel_count() == 2);
   STATIC_REQUIRE(decltype(compile(logsigmoid(matmul(x, w) + b)))::kernel_count() == 2);
 }
+
+TEST_CASE("sigmoid, tanh and silu keep finite gradients far out on the negative side, as torch's",
+          "[ops][composite]") {
+  // e^-x overflows float32 below -88: the reciprocal's gradient was inf * 0 = NaN there.
+  auto x = input<"x", f32>(shape<8>);
+  auto loss = sum(sigmoid(x)) + sum(tanh(x)) + sum(silu(x));
+  auto prog = compile(sigmoid(x), tanh(x), silu(x), grad(loss, x));
+  const std::vector<double> at{-1000.0, -100.0, -88.5, -50.0, -1.0, 0.0, 1.0, 100.0};
+  xt::xarray<f32> values = xt::zeros<f32>({at.size()});
+  for (std::size_t i = 0; i < at.size(); ++i) values(i) = f32(at[i]);
+  prog.bind("x", values);
+  prog.run();
+  const xt::xarray<f32> s = prog.output<0>(), t = prog.output<1>(), u = prog.output<2>(), g = prog.output<3>();
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    INFO("x = " << at[i]);
+    const double sd = 1.0 / (1.0 + std::exp(-at[i])), td = std::tanh(at[i]);
+    const double derivative = sd * (1 - sd) + (1 - td * td) + sd + at[i] * sd * (1 - sd);
+    CHECK(std::abs(s(i) - sd) <= 1e-6);
+    CHECK(std::abs(t(i) - td) <= 1e-6);
+    CHECK(std::abs(u(i) - at[i] * sd) <= 1e-6 * std::max(1.0, std::abs(at[i])));
+    REQUIRE(std::isfinite(g(i)));
+    CHECK(std::abs(g(i) - derivative) <= 1e-5);
+  }
+}

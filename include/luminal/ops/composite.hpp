@@ -124,7 +124,9 @@ template <double Slope = 0.01, expression X> constexpr auto leaky_relu(X x) {
   return where(less_than(c<0.0>, x), x, x * c<Slope>);
 }
 /// 1 / (1 + e^-x).
-template <expression X> constexpr auto sigmoid(X x) { return recip(exp(neg(x)) + c<1.0>); }
+/// The exponent is capped at 88 (x >= -88, where e^-x is still finite in float32): past it
+/// e^-x is infinite and the reciprocal's gradient inf * 0, NaN where torch gives 0.
+template <expression X> constexpr auto sigmoid(X x) { return recip(exp(neg(max(x, c<-88.0>))) + c<1.0>); }
 /// SiLU (swish), x sigmoid(x), as torch.nn.functional.silu: Llama's gated MLP.
 template <expression X> constexpr auto silu(X x) { return x * sigmoid(x); }
 /// tanh x = 2 sigmoid(2x) - 1.
