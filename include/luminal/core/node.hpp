@@ -92,9 +92,11 @@ concept computed_node = requires { typename N::op; };
 template <class N, class Op>
 concept node_with_op = computed_node<N> && std::is_same_v<typename N::op, Op>;
 
-/// Whether a leaf is data fed each run (input), trained (parameter), or an optimizer's
-/// state that a training step carries from one step to the next (momentum, moments).
-enum class leaf_role { input, parameter, state };
+/// Whether a leaf is data fed each run (input), trained (parameter), an optimizer's
+/// state that a training step carries from one step to the next (momentum, moments), or a
+/// model's buffer: a tensor it carries but does not train, which a training step may
+/// assign (BatchNorm's running statistics, train/buffers.hpp).
+enum class leaf_role { input, parameter, state, buffer };
 
 /// A named leaf: `Input<"x", f32, Shape<Batch, 784>>`. Names double as checkpoint keys.
 template <fixed_string Name, storage_type T, shape_type S, leaf_role Role>

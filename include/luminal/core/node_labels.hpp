@@ -40,7 +40,10 @@ consteval label_info label_of() {
   label_info info;
   info.kind = N::kind;
   if constexpr (N::kind == op_kind::input) {
-    info.op = N::role == leaf_role::parameter ? "param" : N::role == leaf_role::state ? "state" : "input";
+    info.op = N::role == leaf_role::parameter ? "param"
+              : N::role == leaf_role::state   ? "state"
+              : N::role == leaf_role::buffer  ? "buffer"
+                                              : "input";
     info.leaf_name = N::name.view();
   } else if constexpr (N::kind == op_kind::constant) {
     info.value = static_cast<double>(N::value);

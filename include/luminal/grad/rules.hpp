@@ -240,49 +240,12 @@ struct vjp<PadExtents<Axis, Before, After>> {
   }
 };
 
-template <int Axis, long long Size, long long Stride>
-struct vjp<Unfold<Axis, Size, Stride>> {
-  /// Window offset k of g ([..., W, Size, ...]) placed at rows k, k + Stride, ... of a
-  /// length-L axis: slice column k ([..., W, 1, ...]), pad that unit axis to Stride and
-  /// merge it into the window axis (row i lands at i * Stride), then cut or pad to L - k
-  /// and pad k in front. The cotangent of x is the sum of these Size views.
-  template <long long K, class In, class G>
-  static constexpr auto placed(G g) {
-    constexpr long long L = In::dims[Axis].offset;
-    constexpr long long W = (L - Size) / Stride + 1;
-    constexpr long long merged = W * Stride;
-    constexpr long long kept = merged < L - K ? merged : L - K;
-    constexpr auto merged_dims = [] {
-      auto dims = shape_t<G>::dims;
-      dims_t<In::rank> out{};
-      for (std::size_t k = 0, j = 0; k < In::rank; ++k, ++j) {
-        if (k == std::size_t(Axis)) { out[k] = Dim{merged}; ++j; }
-        else out[k] = dims[j];
-      }
-      return out;
-    }();
-    auto column = [&] {
-      if constexpr (Size == 1) return g;
-      else return slice<Axis + 1, K, K + 1>(g);
-    }();
-    auto spread = [&] {
-      if constexpr (Stride == 1) return column;
-      else return pad<Axis + 1, 0, Stride - 1>(column);
-    }();
-    auto rows = reshape(spread, shape_from<merged_dims>{});
-    auto cut = [&] {
-      if constexpr (kept == merged) return rows;
-      else return slice<Axis, 0, kept>(rows);
-    }();
-    if constexpr (K == 0 && kept == L) return cut;
-    else return pad<Axis, K, L - K - kept>(cut);
-  }
+template <int Axis, long long Size, long long Stride, long long Dilation>
+struct vjp<Unfold<Axis, Size, Stride, Dilation>> {
+  /// Each window's elements added back where they were read: fold (ops/unfold.hpp).
   template <int K, class N, class G>
   static constexpr auto rule(G g) {
-    using In = shape_t<child_t<N, 0>>;
-    return [&]<long long... J>(std::integer_sequence<long long, J...>) {
-      return (placed<J, In>(g) + ...);
-    }(std::make_integer_sequence<long long, Size>{});
+    return fold<Axis, shape_t<child_t<N, 0>>::dims[Axis].offset, Stride, Dilation>(g);
   }
 };
 

@@ -21,6 +21,7 @@
 // loss is known to be finite, the update. The update writes the parameters and their state
 // over their current values where no kernel reads them afterwards (Adam, AdamW and SGD: all
 // of them), so the CPU's caches hold one copy, and a step with a NaN loss changes nothing.
+// Buffers the loss assigns (BatchNorm's running statistics) are computed beside it: buffers.hpp.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -35,6 +36,7 @@
 #include "../io/safetensors.hpp"
 #include "../ops/exchange.hpp"
 #include "../runtime/parameter_store.hpp"
+#include "buffers.hpp"
 #include "train_programs.hpp"
 
 namespace luminal {
@@ -70,9 +72,10 @@ constexpr std::uint64_t mix(std::uint64_t x) {
 /// gradients that the update reads (output GradientOutputs[i] is parameter i's, -1 where the
 /// update recomputes it from leaves); `UpdateProgram` computes the new value of each of
 /// `Slots` (an mp_list: the parameters first, then each parameter's state), output i for
-/// slot i. The update runs only once the loss is known to be finite. Move-only.
+/// slot i. The update runs only once the loss is known to be finite. `Assignments`: the
+/// loss's buffer assignments (buffers.hpp), the gradient program's last outputs. Move-only.
 template <class B, class Opt, gradient_clipping Clipping, class GradientProgram, class UpdateProgram, class Slots,
-          auto GradientOutputs>
+          auto GradientOutputs, class Assignments = boost::mp11::mp_list<>>
 class train_step {
  public:
   using gradient_program_type = GradientProgram;
@@ -80,8 +83,10 @@ class train_step {
   using loss_type = value_t<typename GradientProgram::template output_node<0>>;
   static constexpr std::size_t slot_count = boost::mp11::mp_size<Slots>::value;
   static constexpr std::size_t parameter_count = GradientOutputs.size();
-  /// The slots' names, roles, types and shapes, for loops that need no types.
-  static constexpr auto& slots = detail::leaf_entries<Slots, typename UpdateProgram::nodes>;
+  /// The buffers the step holds: those the loss assigns, then those it only reads.
+  using buffers = detail::step_buffers<Assignments, GradientProgram, UpdateProgram>;
+  /// The slots' names, roles, types and shapes, then the buffers', for loops that need no types.
+  static constexpr auto& slots = detail::leaf_entries<boost::mp11::mp_append<Slots, buffers>, typename UpdateProgram::nodes>;
   /// Which slots the update writes over their current values (detail::slots_updated_in_place);
   /// the others go to the store's second buffers, which swap after the run.
   static constexpr std::array<bool, slot_count> in_place = detail::slots_updated_in_place<UpdateProgram>(Slots{});
@@ -152,6 +157,7 @@ class train_step {
       void* destination = in_place[I] ? s.current : store_.next_buffer(L::name.view());
       update_program_.template write_output_to<I>(static_cast<value_t<L>*>(destination));
     });
+    detail::bind_buffers<buffers, Assignments, handed_over_source.size()>(gradient_program_, update_program_, store_);
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<handed_over_source.size()>>([&](auto K) {
       if constexpr (handed_over_source[K] == int(K)) {
         using T = value_t<typename GradientProgram::template output_node<K>>;
@@ -273,10 +279,10 @@ class train_step {
     std::size_t params = 0, states = 0;
     for (const detail::leaf_entry& slot : slots) {
       const bool present = values.contains(slot.name);
-      if (slot.role == leaf_role::parameter) {
+      if (slot.role != leaf_role::state) {  // a parameter or a buffer
         if (!present)
-          throw checkpoint_error("luminal: " + origin + " has no tensor '" + std::string(slot.name) +
-                                 "', a parameter of this model");
+          throw checkpoint_error("luminal: " + origin + " has no tensor '" + std::string(slot.name) + "', a " +
+                                 (slot.role == leaf_role::buffer ? "buffer" : "parameter") + " of this model");
         ++params;
       } else {
         states += present;
@@ -290,9 +296,9 @@ class train_step {
                                  store_.describe(s.dtype, s.shape));
       }
     }
-    if (states != 0 && states != slot_count - params)
+    if (states != 0 && states != slots.size() - params)
       throw checkpoint_error("luminal: " + origin + " holds the optimizer state of only some parameters (" +
-                             std::to_string(states) + " of " + std::to_string(slot_count - params) + " tensors)");
+                             std::to_string(states) + " of " + std::to_string(slots.size() - params) + " tensors)");
     const std::int64_t steps = states != 0 ? detail::checkpoint_step_count(values, origin) : 0;
     if (states != 0) detail::require_same_schedule(values, schedule_, origin);
     if (states == 0) zero_state();
@@ -303,14 +309,14 @@ class train_step {
 
   /// What load_state() reads of a checkpoint, for load_safetensors(path, specs), which
   /// checks every name, element type and shape against the file's header before it reads
-  /// any data: each parameter (required) and each optimizer state tensor (optional: a
-  /// file of parameters alone restarts the state).
+  /// any data: each parameter and buffer (required) and each optimizer state tensor
+  /// (optional: a file of parameters alone restarts the state).
   ///     tensor_store saved = load_safetensors(path, step.checkpoint_tensors());  // nothing else in it
   static std::vector<tensor_spec> checkpoint_tensors() {
     std::vector<tensor_spec> specs;
-    specs.reserve(slot_count);
+    specs.reserve(slots.size());
     for (const detail::leaf_entry& slot : slots) {
-      tensor_spec spec{std::string(slot.name), slot.type, {}, slot.role == leaf_role::parameter};
+      tensor_spec spec{std::string(slot.name), slot.type, {}, slot.role != leaf_role::state};
       for (std::size_t k = 0; k < slot.rank; ++k) spec.shape.push_back(slot.dims[k].offset);
       specs.push_back(std::move(spec));
     }
@@ -349,12 +355,12 @@ class train_step {
   }
   /// The memory an output of the gradient program is written to: "loss", "output k".
   static std::string output_name(int k) { return k == 0 ? "loss" : "output " + std::to_string(k); }
-  /// For each output of the gradient program, the first output that is the same node (the
-  /// program writes a node once): a gradient that is also another's, or the loss.
+  /// For each output of the gradient program before the buffers' values, the first output that
+  /// is the same node (the program writes a node once): a gradient that is also another's, or the loss.
   static constexpr auto handed_over_source = [] {
     constexpr auto& ids = GradientProgram::output_ids;
-    std::array<int, ids.size()> first{};
-    for (std::size_t k = 0; k < ids.size(); ++k) {
+    std::array<int, ids.size() - boost::mp11::mp_size<Assignments>::value> first{};
+    for (std::size_t k = 0; k < first.size(); ++k) {
       first[k] = int(k);
       for (std::size_t j = 0; j < k; ++j)
         if (ids[j] == ids[k]) {
@@ -435,9 +441,11 @@ auto build_train_step(Loss, Opt opt, Exchange, boost::mp11::mp_list<P...>) {
   using pass = scalar_loss_pass<Loss, P...>;
   using grads = boost::mp11::mp_list<decltype(pass::template gradient<P>())...>;
   using exchanged = typename Exchange::template apply<grads>;
-  // The gradient program: the loss, then the gradients the update reads from it.
+  // The gradient program: the loss, the gradients the update reads, the buffers' new values.
   using handed_over = boost::mp11::mp_filter<is_handed_over, exchanged>;
-  auto gradients = compile_outputs<B, Policy>(boost::mp11::mp_push_front<handed_over, Loss>{});
+  using assignments = typename buffer_assignments_of_loss<Loss>::type;
+  auto gradients = compile_outputs<B, Policy>(
+      boost::mp11::mp_append<boost::mp11::mp_push_front<handed_over, Loss>, assigned_values<assignments>>{});
   // The update program: each slot's new value, then each parameter's new optimizer state.
   using read = boost::mp11::mp_transform<boost::mp11::mp_if, boost::mp11::mp_transform<is_handed_over, exchanged>,
                                          boost::mp11::mp_list<gradient_input<P>...>, exchanged>;
@@ -448,8 +456,8 @@ auto build_train_step(Loss, Opt opt, Exchange, boost::mp11::mp_list<P...>) {
       boost::mp11::mp_apply<boost::mp11::mp_append, boost::mp11::mp_transform<boost::mp11::mp_rest, updates>>;
   auto update = compile_outputs<B, retention_policy::store_all>(boost::mp11::mp_append<new_values, new_states>{});
   using slots = boost::mp11::mp_append<boost::mp11::mp_list<P...>, typename Opt::template states<P>...>;
-  return train_step<B, Opt, Clipping, decltype(gradients), decltype(update), slots, gradient_outputs(exchanged{})>(
-      std::move(gradients), std::move(update), std::move(opt));
+  return train_step<B, Opt, Clipping, decltype(gradients), decltype(update), slots, gradient_outputs(exchanged{}),
+                    assignments>(std::move(gradients), std::move(update), std::move(opt));
 }
 }  // namespace detail
 
