@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "dtype.hpp"
+#include "node_name.hpp"
 #include "shape.hpp"
 
 namespace luminal {
@@ -55,16 +56,18 @@ struct apply_alias {
 /// A computed node: `Op` is a small functor/trait type, the children are node types.
 /// One generic node for every op, as in xtensor's xfunction.
 ///
-/// The node is the class nested in `node_of<Op, Children...>` rather than the
-/// specialization itself. A graph that reuses a value (a residual, `x` in `x * tanh(x)`)
-/// spells that value's type once per use, so a depth-d chain of reuses has a type tree of
-/// size 2^d. GCC and Clang share the tree; nvcc's device front end (cicc) walks the
-/// arguments of a template-id, and paid 4x per layer of a gradient graph (README, "Compile
-/// time under nvcc"). A nested class is a name: using it as an argument walks no further.
+/// The node is `node_of<Op, Children...>::type`, the short name of the nested class
+/// `definition` (node_name.hpp): a graph that reuses a value (a residual, `x` in
+/// `x * tanh(x)`) spells that value's type once per use, so the spelling of a depth-d chain
+/// of reuses is a tree of size 2^d. Where names are short, a definition spells only its
+/// children's names. Where they are not (nvcc), the definition is a nested class, which
+/// is a name too: nvcc's device front end (cicc) walks the arguments of a template-id, and
+/// paid 4x per layer of a gradient graph (README, "Compile time under nvcc"); using a
+/// nested class as an argument walks no further.
 template <class Op, class... Children>
 struct node_of {
   using node_shape = typename detail::apply_alias<Op::template shape, typename Children::shape...>::type;
-  struct type : shaped<exact_string<node_shape::text>> {
+  struct definition : shaped<exact_string<node_shape::text>> {
     using op = Op;
     using children = boost::mp11::mp_list<Children...>;
     // An op may declare `template <class T, class U> using value_type` and still
@@ -73,6 +76,7 @@ struct node_of {
     using shape = node_shape;
     static constexpr op_kind kind = Op::kind;
   };
+  using type = node_name<definition>;
 };
 /// `Node<Op, C...>` names a node type in user code and tests. The ops in ops/ spell
 /// `typename node_of<Op, C...>::type{}` instead: nvcc's front end keeps the spelling of an

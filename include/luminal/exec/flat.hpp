@@ -109,58 +109,20 @@ struct second_child<std::integer_sequence<int, First, Second, Rest...>> : std::i
 template <class Layout>
 using graph_type_of = decltype(detail::graph_of<Layout>(std::make_index_sequence<Layout::node_count>{}));
 
-#if defined(__CUDACC__) || !(defined(__GNUC__) || defined(__clang__))
+#if !LUMINAL_SHORT_NAMES
 template <class Layout>
 using graph_of = graph_type_of<Layout>;
 #else
-// In an unnamed namespace: a key and the kernels named by it are each translation unit's
-// own. Two types that print alike but are not the same (types of one name in the unnamed
-// namespaces of two files) then cannot share kernels through one key; within a file, two
-// graphs with one key would be a compile error (keyed_type defined twice), not a silent
-// mix-up.
+// A key and the kernels named by it are each translation unit's own, as node names are
+// (core/node_name.hpp, whose hash and binding these are).
 namespace {
-namespace key_detail {
-/// A hash of the compiler's spelling of T: FNV-1a's steps from `basis` with multiplier
-/// `prime` (two such hashes make the key).
-template <class T>
-constexpr std::uint64_t type_hash(std::uint64_t basis, std::uint64_t prime) {
-  const std::string_view name = __PRETTY_FUNCTION__;
-  std::uint64_t h = basis;
-  // In blocks: one constexpr loop may run at most 262144 times (-fconstexpr-loop-limit),
-  // and a large graph's spelling is longer.
-  constexpr std::size_t block = 1 << 16;
-  for (std::size_t start = 0; start < name.size(); start += block)
-    for (std::size_t i = start; i < name.size() && i < start + block; ++i)
-      h = (h ^ std::uint64_t(static_cast<unsigned char>(name[i]))) * prime;
-  return h;
-}
-// A graph's key (H1, H2) names its type through a friend function that only the key's
-// binding defines: key_tag declares it, key_binding<P, ...> gives its body, returning P.
-#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning, and warns of the unknown group
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnon-template-friend"
-#endif
-template <std::uint64_t H1, std::uint64_t H2>
-struct key_tag {
-  friend constexpr auto keyed_type(key_tag);
-};
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-template <class P, std::uint64_t H1, std::uint64_t H2>
-struct key_binding {
-  friend constexpr auto keyed_type(key_tag<H1, H2>) { return std::type_identity<P>{}; }
-};
-}  // namespace key_detail
-
 /// Flat graph P by its key: all of P's members, a short name.
 template <std::uint64_t H1, std::uint64_t H2>
-struct keyed : decltype(keyed_type(key_detail::key_tag<H1, H2>{}))::type {};
+struct keyed : naming::named_type_t<H1, H2> {};
 
 namespace key_detail {
-template <class P, std::uint64_t H1 = type_hash<P>(0xcbf29ce484222325ull, 0x100000001b3ull),
-          std::uint64_t H2 = type_hash<P>(0x6a09e667f3bcc909ull, 0x9e3779b97f4a7c15ull),
-          std::size_t = sizeof(key_binding<P, H1, H2>)>
+template <class P, std::uint64_t H1 = naming::first_hash<P>, std::uint64_t H2 = naming::second_hash<P>,
+          std::size_t = sizeof(naming::name_binding<P, H1, H2>)>
 auto keyed_graph() -> keyed<H1, H2>;
 }  // namespace key_detail
 }  // namespace

@@ -1,0 +1,95 @@
+// Short names for long types. A computed node's type would otherwise spell its whole
+// subgraph, and the compiler writes that spelling into the mangled name of every function
+// instantiated with it (each op's builder, each gradient rule, each kernel): a gradient
+// graph's names grow with the square of its depth, and mangling them came to half of a
+// transformer step's compile time. An error inside a user's helper prints the same
+// spelling, kilobytes of it. So a node is the class `named_node<H1, H2>` whose base is its
+// definition: H1 and H2 hash the definition's spelling, in which the children are again
+// short names, so every node's spelling is one level deep:
+//
+//     auto y = x * w + b;   // luminal::{anonymous}::named_node<1234..., 5678...>
+//
+// A name finds its definition through a friend function that only the name's binding
+// defines (name_tag declares it, name_binding<T, ...> gives its body, returning T), as
+// exec/flat.hpp names its kernels. In an unnamed namespace: two types that print alike but
+// are not the same (types of one name in the unnamed namespaces of two files) cannot meet
+// under one name across files; within one file they would be a compile error (a binding
+// defined twice), never a silent mix-up. nvcc compiles each file twice, and its two
+// front ends print types differently, so the names would differ between host and device:
+// there, and on compilers without __PRETTY_FUNCTION__, a node is its definition.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#if defined(__CUDACC__) || !(defined(__GNUC__) || defined(__clang__))
+#define LUMINAL_SHORT_NAMES 0
+#else
+#define LUMINAL_SHORT_NAMES 1
+#endif
+
+namespace luminal {
+
+#if LUMINAL_SHORT_NAMES
+namespace {
+namespace naming {
+/// A hash of the compiler's spelling of T: FNV-1a's steps from `basis` with multiplier
+/// `prime` (two such hashes make a name).
+template <class T>
+constexpr std::uint64_t spelling_hash(std::uint64_t basis, std::uint64_t prime) {
+  const std::string_view name = __PRETTY_FUNCTION__;
+  std::uint64_t h = basis;
+  // In blocks: one constexpr loop may run at most 262144 times (-fconstexpr-loop-limit),
+  // and a large spelling (a whole flat graph, exec/flat.hpp) is longer.
+  constexpr std::size_t block = 1 << 16;
+  for (std::size_t start = 0; start < name.size(); start += block)
+    for (std::size_t i = start; i < name.size() && i < start + block; ++i)
+      h = (h ^ std::uint64_t(static_cast<unsigned char>(name[i]))) * prime;
+  return h;
+}
+template <class T>
+inline constexpr std::uint64_t first_hash = spelling_hash<T>(0xcbf29ce484222325ull, 0x100000001b3ull);
+template <class T>
+inline constexpr std::uint64_t second_hash = spelling_hash<T>(0x6a09e667f3bcc909ull, 0x9e3779b97f4a7c15ull);
+
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning, and warns of the unknown group
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-template-friend"
+#endif
+template <std::uint64_t H1, std::uint64_t H2>
+struct name_tag {
+  friend constexpr auto named_type(name_tag);
+};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+template <class T, std::uint64_t H1, std::uint64_t H2>
+struct name_binding {
+  friend constexpr auto named_type(name_tag<H1, H2>) { return std::type_identity<T>{}; }
+};
+/// The type bound to the name (H1, H2).
+template <std::uint64_t H1, std::uint64_t H2>
+using named_type_t = typename decltype(named_type(name_tag<H1, H2>{}))::type;
+}  // namespace naming
+
+/// A computed node by its name: all of its definition's members, a short spelling.
+template <std::uint64_t H1, std::uint64_t H2>
+struct named_node : naming::named_type_t<H1, H2> {};
+
+namespace naming {
+template <class T, std::uint64_t H1 = first_hash<T>, std::uint64_t H2 = second_hash<T>,
+          std::size_t = sizeof(name_binding<T, H1, H2>)>
+auto node_named() -> named_node<H1, H2>;
+}  // namespace naming
+}  // namespace
+
+/// The type a node with this definition is: its short name.
+template <class Definition>
+using node_name = decltype(naming::node_named<Definition>());
+#else
+template <class Definition>
+using node_name = Definition;
+#endif
+
+}  // namespace luminal
