@@ -76,7 +76,7 @@ struct node_of {
     using shape = node_shape;
     static constexpr op_kind kind = Op::kind;
   };
-  using type = node_name<definition>;
+  using type = node_name<definition, Op, Children...>;
 };
 /// `Node<Op, C...>` names a node type in user code and tests. The ops in ops/ spell
 /// `typename node_of<Op, C...>::type{}` instead: nvcc's front end keeps the spelling of an

@@ -3,11 +3,12 @@
 // instantiated with it (each op's builder, each gradient rule, each kernel): a gradient
 // graph's names grow with the square of its depth, and mangling them came to half of a
 // transformer step's compile time. An error inside a user's helper prints the same
-// spelling, kilobytes of it. So a node is the class `named_node<H1, H2>` whose base is its
-// definition: H1 and H2 hash the definition's spelling, in which the children are again
-// short names, so every node's spelling is one level deep:
+// spelling, kilobytes of it. So a node is the class `named_node<H>` whose base is its
+// definition: H hashes its op's spelling and its children's hashes (a child is again a
+// short name, or a leaf or constant, hashed by its spelling), so every node's spelling is
+// one level deep:
 //
-//     auto y = x * w + b;   // luminal::{anonymous}::named_node<1234..., 5678...>
+//     auto y = x * w + b;   // luminal::{anonymous}::named_node<1234...>
 //
 // A name finds its definition through a friend function that only the name's binding
 // defines (name_tag declares it, name_binding<T, ...> gives its body, returning T), as
@@ -35,7 +36,7 @@ namespace luminal {
 namespace {
 namespace naming {
 /// A hash of the compiler's spelling of T: FNV-1a's steps from `basis` with multiplier
-/// `prime` (two such hashes make a name).
+/// `prime` (two such hashes make a kernel's key, exec/flat.hpp).
 template <class T>
 constexpr std::uint64_t spelling_hash(std::uint64_t basis, std::uint64_t prime) {
   const std::string_view name = __PRETTY_FUNCTION__;
@@ -74,21 +75,41 @@ using named_type_t = typename decltype(named_type(name_tag<H1, H2>{}))::type;
 }  // namespace naming
 
 /// A computed node by its name: all of its definition's members, a short spelling.
-template <std::uint64_t H1, std::uint64_t H2>
-struct named_node : naming::named_type_t<H1, H2> {};
+template <std::uint64_t H>
+struct named_node : naming::named_type_t<H, 0> {};
 
 namespace naming {
-template <class T, std::uint64_t H1 = first_hash<T>, std::uint64_t H2 = second_hash<T>,
-          std::size_t = sizeof(name_binding<T, H1, H2>)>
-auto node_named() -> named_node<H1, H2>;
+/// A node's hash: a named child's is its name; any other type's (an op, a leaf, a
+/// constant) hashes its spelling, once per type.
+template <class T>
+inline constexpr std::uint64_t hash_of = first_hash<T>;
+template <std::uint64_t H>
+inline constexpr std::uint64_t hash_of<named_node<H>> = H;
+/// splitmix64's finalizer: each child's hash changes every bit of the node's.
+constexpr std::uint64_t mix(std::uint64_t h) {
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+/// The op's hash, then each child's, in order: what makes a definition (its shape and
+/// element type follow from them). 64 bits: two definitions of one file under one name
+/// would be a compile error, so a collision could not pass unseen.
+template <class Op, class... Children>
+constexpr std::uint64_t definition_hash() {
+  std::uint64_t h = mix(hash_of<Op>);
+  ((h = mix(h ^ hash_of<Children>)), ...);
+  return h;
+}
+template <class Definition, std::uint64_t H, std::size_t = sizeof(name_binding<Definition, H, 0>)>
+auto node_named() -> named_node<H>;
 }  // namespace naming
 }  // namespace
 
-/// The type a node with this definition is: its short name.
-template <class Definition>
-using node_name = decltype(naming::node_named<Definition>());
+/// The type a node of op Op over Children with this definition is: its short name.
+template <class Definition, class Op, class... Children>
+using node_name = decltype(naming::node_named<Definition, naming::definition_hash<Op, Children...>()>());
 #else
-template <class Definition>
+template <class Definition, class Op, class... Children>
 using node_name = Definition;
 #endif
 
