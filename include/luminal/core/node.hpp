@@ -76,7 +76,13 @@ struct node_of {
     using shape = node_shape;
     static constexpr op_kind kind = Op::kind;
   };
+#if LUMINAL_SHORT_NAMES
   using type = node_name<definition, Op, Children...>;
+#else
+  // Not through an alias: EDG keeps an alias template's arguments as the spelling of the
+  // type it yields, and the children's spellings nest (the tree above).
+  using type = definition;
+#endif
 };
 /// `Node<Op, C...>` names a node type in user code and tests. The ops in ops/ spell
 /// `typename node_of<Op, C...>::type{}` instead: nvcc's front end keeps the spelling of an

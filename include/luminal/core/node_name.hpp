@@ -108,9 +108,6 @@ auto node_named() -> named_node<H>;
 /// The type a node of op Op over Children with this definition is: its short name.
 template <class Definition, class Op, class... Children>
 using node_name = decltype(naming::node_named<Definition, naming::definition_hash<Op, Children...>()>());
-#else
-template <class Definition, class Op, class... Children>
-using node_name = Definition;
 #endif
 
 }  // namespace luminal
