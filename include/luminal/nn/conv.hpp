@@ -285,6 +285,16 @@ constexpr std::int64_t power(std::int64_t base, int exponent) {
   for (int k = 0; k < exponent; ++k) out *= base;
   return out;
 }
+/// PyTorch's default for a convolution's parameters: weight kaiming_uniform(a = sqrt(5)),
+/// i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and bias with the same bound (fan_in as torch
+/// computes it from the weight's second axis and the window).
+template <bool Bias, class W, class BiasLeaf>
+void initialize_conv(tensor_store& store, W weight, BiasLeaf bias, std::uint64_t seed, std::int64_t fan_in) {
+  using T = value_t<W>;
+  store_param(store, weight,
+              init::kaiming_uniform<T>(extents_of(shape_t<W>{}), init::stream_seed(seed, W::name.view()), std::sqrt(5.0)));
+  if constexpr (Bias) store_uniform(store, bias, seed, 1.0 / std::sqrt(double(fan_in)));
+}
 }  // namespace detail
 
 /// Convolution over the last D axes of [N, Cin, L1, ..., LD] with Cout filters of K in
@@ -375,14 +385,9 @@ struct ConvNd {
   error::the_input_shape_does_not_fit_the_module<Prefix, Input, exact_string<detail::conv_input_text(D, Cin)>>
   operator()(const shaped<Input>&) const;
 
-  /// PyTorch's default: weight kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(fan_in),
-  /// 1/sqrt(fan_in)) with fan_in = Cin / Groups K^D, and bias with the same bound.
+  /// PyTorch's default, with fan_in = Cin / Groups K^D (detail::initialize_conv).
   void initialize(tensor_store& store, std::uint64_t seed) const {
-    using W = std::remove_const_t<decltype(weight)>;
-    detail::store_param(store, weight,
-                        init::kaiming_uniform<T>(detail::extents_of(shape_t<W>{}), init::stream_seed(seed, W::name.view()),
-                                                 std::sqrt(5.0)));
-    if constexpr (Bias) detail::store_uniform(store, bias, seed, 1.0 / std::sqrt(double(group_in * window)));
+    detail::initialize_conv<Bias>(store, weight, bias, seed, group_in * window);
   }
 };
 

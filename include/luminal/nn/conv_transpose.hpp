@@ -166,14 +166,10 @@ struct ConvTransposeNd {
   error::the_input_shape_does_not_fit_the_module<Prefix, Input, exact_string<detail::conv_input_text(D, Cin)>>
   operator()(const shaped<Input>&) const;
 
-  /// PyTorch's default: weight kaiming_uniform(a = sqrt(5)) with torch's fan_in of a
-  /// [Cin, Cout / Groups, K...] weight, Cout / Groups K^D, and bias with the same bound.
+  /// PyTorch's default, with torch's fan_in of a [Cin, Cout / Groups, K...] weight,
+  /// Cout / Groups K^D (detail::initialize_conv).
   void initialize(tensor_store& store, std::uint64_t seed) const {
-    using W = std::remove_const_t<decltype(weight)>;
-    detail::store_param(store, weight,
-                        init::kaiming_uniform<T>(detail::extents_of(shape_t<W>{}), init::stream_seed(seed, W::name.view()),
-                                                 std::sqrt(5.0)));
-    if constexpr (Bias) detail::store_uniform(store, bias, seed, 1.0 / std::sqrt(double(group_out * window)));
+    detail::initialize_conv<Bias>(store, weight, bias, seed, group_out * window);
   }
 };
 
