@@ -71,4 +71,20 @@ constexpr fixed_string<N> shrink_to(const text<Capacity>& from) {
 template <auto Text>
 inline constexpr auto exact_string = shrink_to<Text.length + 1>(Text);
 
+namespace detail {
+/// Stem followed by K in three digits, "tape.saved.007": the names of leaves a pass makes
+/// up (a block's saved tensors, a scan body's parameters).
+template <fixed_string Stem, std::size_t K>
+consteval auto numbered_name() {
+  static_assert(K < 1000, "luminal: numbered names count to 999 (a block keeps at most 1000 tensors, a scan "
+                          "body takes at most 1000 parameters)");
+  fixed_string<Stem.size() + 4> out;
+  for (std::size_t i = 0; i < Stem.size(); ++i) out.chars[i] = Stem.chars[i];
+  out.chars[Stem.size()] = char('0' + K / 100);
+  out.chars[Stem.size() + 1] = char('0' + K / 10 % 10);
+  out.chars[Stem.size() + 2] = char('0' + K % 10);
+  return out;
+}
+}  // namespace detail
+
 }  // namespace luminal

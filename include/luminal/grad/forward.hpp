@@ -94,6 +94,19 @@ struct jvp_rule<Gather> {
   }
 };
 
+template <class Body>
+struct jvp_rule<Scan<Body>> {
+  /// A loop of the body's forward mode along the carries, per child with a tangent.
+  template <int K, class N, class T>
+  static constexpr auto rule(T) {
+    if constexpr (!floating_element<typename child_t<N, K>::value_type>) return no_gradient{};
+    else
+      return typename boost::mp11::mp_apply<node_of, boost::mp11::mp_append<boost::mp11::mp_list<ScanTangent<Body, K>, N>,
+                                                                            boost::mp11::mp_drop_c<typename N::children, 1>,
+                                                                            boost::mp11::mp_list<T>>>::type{};
+  }
+};
+
 namespace detail {
 template <class Pass, int I>
 struct tangent_of;

@@ -257,3 +257,6 @@ constexpr auto vjp_of(Output, Cotangent, Wrt...) {
 }
 
 }  // namespace luminal
+
+// The scan's rule (declared in rules.hpp) runs the reverse pass on the scan's body.
+#include "scan.hpp"

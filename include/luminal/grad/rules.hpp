@@ -12,6 +12,7 @@
 #include "../ops/matmul.hpp"
 #include "../ops/permute.hpp"
 #include "../ops/reduce.hpp"
+#include "../ops/scan.hpp"
 #include "../ops/slice.hpp"
 #include "../ops/stop_gradient.hpp"
 #include "../ops/unfold.hpp"
@@ -294,6 +295,17 @@ struct vjp<Gather> {
       return reshape(matmul(transpose(onehot), flat_g), shape_t<Table>{});
     }
   }
+};
+
+namespace detail {
+template <int K, class N, class G>
+constexpr auto scan_cotangent(G g);  // grad/scan.hpp: it runs the reverse pass on the body
+}  // namespace detail
+template <class Body>
+struct vjp<Scan<Body>> {
+  /// A sequential loop for the carries' cotangents, then the body over every step at once.
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) { return detail::scan_cotangent<K, N>(g); }
 };
 
 }  // namespace luminal

@@ -24,6 +24,7 @@
 #include "reshape.hpp"
 #include "rope.hpp"
 #include "rounding.hpp"
+#include "scan.hpp"
 #include "scatter.hpp"
 #include "slice.hpp"
 #include "sort.hpp"

@@ -555,3 +555,7 @@ auto compile(Outputs...) {
 }
 
 }  // namespace luminal
+
+// A scan's kernels run body programs (ops/scan.hpp): defined after program, wherever a
+// program is.
+#include "scan_execution.hpp"

@@ -47,18 +47,6 @@ inline std::string extents_text(std::span<const index_t> shape) {
   return text + "]";
 }
 
-/// "tape.saved.007": the backward program's leaf for saved tensor K.
-template <fixed_string Stem, std::size_t K>
-consteval auto numbered_name() {
-  static_assert(K < 1000, "luminal: a block keeps at most 1000 tensors for its backward pass");
-  fixed_string<Stem.size() + 4> out;
-  for (std::size_t i = 0; i < Stem.size(); ++i) out.chars[i] = Stem.chars[i];
-  out.chars[Stem.size()] = char('0' + K / 100);
-  out.chars[Stem.size() + 1] = char('0' + K / 10 % 10);
-  out.chars[Stem.size() + 2] = char('0' + K % 10);
-  return out;
-}
-
 /// Node N of the backward graph with every node of Kept replaced by the leaf
 /// "tape.saved.<its position in Kept>".
 template <class N, class Kept, bool IsKept = contains<Kept, N>::value>

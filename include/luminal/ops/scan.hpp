@@ -1,0 +1,156 @@
+// scan: a state carried along the leading axis of a sequence inside one compiled program,
+// as jax.lax.scan. The body is a stateless callable that builds the step as an expression:
+//
+//     struct rnn_step {   // h' = tanh(x_t + h W^T)
+//       template <expression H, expression X, expression W>
+//       constexpr auto operator()(H h, X x, W w) const { return tanh(x + matmul(h, transpose<-1, -2>(w))); }
+//     };
+//     auto hs = scan(rnn_step{}, h0, xs, w);   // h0 [B, H], xs [L, B, H] -> hs [L, B, H]
+//
+// hs[t] is the carry after step t: hs[t] = body(hs[t - 1], xs[t], params...), hs[-1] = h0.
+// L may be symbolic (one program for every length). The carry keeps the initial value's
+// shape and element type; the parameters are whatever else the step reads (weights), the
+// same at every step.
+//
+// The forward runs the body as a program of its own, once per step, on the program's
+// backend (runtime/scan_execution.hpp); the node's value is every carry, the initial one
+// first ([L + 1, ...]), which the backward reads. The reverse pass (grad/scan.hpp) runs
+// one more sequential loop, for the carries' cotangents (ScanCarryCotangent), and gets
+// the cotangents of the inputs and parameters from the body applied to all steps at once:
+// so the body must treat extra leading axes as a batch (index axes from the end, as
+// `transpose<-1, -2>` above), which a body built from maps, matmuls and last-axis ops does.
+#pragma once
+#include <boost/mp11/algorithm.hpp>
+#include <type_traits>
+
+#include "../core/fixed_string.hpp"
+#include "../core/node.hpp"
+#include "slice.hpp"
+
+namespace luminal {
+
+namespace detail {
+/// Shape<Dims[0] + Add, Carry's dims...>: a scan's steps (plus Add) over its carry.
+template <class Carry, Dim Steps>
+struct steps_then_carry;
+template <Dim... C, Dim Steps>
+struct steps_then_carry<Shape<C...>, Steps> {
+  using type = Shape<Steps, C...>;
+};
+/// The shape without its leading axis: one step of a sequence.
+template <class S, class I = std::make_index_sequence<S::rank - 1>>
+struct drop_leading_axis;
+template <class S, std::size_t... I>
+struct drop_leading_axis<S, std::index_sequence<I...>> {
+  using type = Shape<S::dims[I + 1]...>;
+};
+
+/// The leaves a scan's body is built over: the carry, one step of the sequence, a
+/// parameter, a cotangent. The runtime binds them per step (runtime/scan_execution.hpp),
+/// and the reverse pass replaces them by the nodes they stand for (grad/scan.hpp).
+template <class T, class S>
+using scan_carry_leaf = Input<"luminal.scan.carry", T, S>;
+template <class T, class S>
+using scan_step_leaf = Input<"luminal.scan.step", T, S>;
+template <class T, class S>
+using scan_cotangent_leaf = Input<"luminal.scan.cotangent", T, S>;
+template <std::size_t K, class P>
+using scan_parameter_leaf = Input<numbered_name<"luminal.scan.parameter.", K>(), typename P::value_type, shape_t<P>>;
+
+template <class Body, class Carry, class Step, class ParamIndices, class... P>
+struct scan_body_types;
+template <class Body, class Carry, class Step, std::size_t... K, class... P>
+struct scan_body_types<Body, Carry, Step, std::index_sequence<K...>, P...> {
+  using output = std::remove_cvref_t<decltype(Body{}(Carry{}, Step{}, scan_parameter_leaf<K, P>{}...))>;
+};
+/// The body's step over leaves: Body{}(carry, step, parameters...).
+template <class Body, class Carry, class Step, class... P>
+using scan_body_output =
+    typename scan_body_types<Body, Carry, Step, std::index_sequence_for<P...>, P...>::output;
+
+/// A scan's kernels, defined where programs are (runtime/scan_execution.hpp): the forward
+/// steps, and the backward's loop over the carries' cotangents.
+template <class Op>
+struct scan_execution;
+}  // namespace detail
+
+/// The op of scan's node: children the initial carry, the sequence [L, ...] and the
+/// parameters; its value every carry, the initial one first: [L + 1, carry...].
+template <class Body>
+struct Scan {
+  using body = Body;
+  static constexpr op_kind kind = op_kind::opaque;
+  static constexpr std::string_view name = "scan";
+  template <class Init, class... Rest>
+  using value_type = Init;
+  template <class SInit, class SXs, class... SP>
+  using shape = typename detail::steps_then_carry<SInit, SXs::dims[0] + 1>::type;
+
+  template <class N, class Runner, class T>
+  static void execute(Runner& runner, T* out) {
+    detail::scan_execution<Scan>::template forward<N>(runner, out);
+  }
+};
+
+/// The reverse pass's sequential part: children the cotangent of the scan's node [L + 1,
+/// carry...], the node, the sequence and the parameters; its value the cotangent of every
+/// carry, the initial one first, through every step after it as well.
+template <class Body>
+struct ScanCarryCotangent {
+  static constexpr op_kind kind = op_kind::opaque;
+  static constexpr std::string_view name = "scan's carry cotangents";
+  template <class G, class... Rest>
+  using value_type = G;
+  template <class SG, class... Rest>
+  using shape = SG;
+
+  template <class N, class Runner, class T>
+  static void execute(Runner& runner, T* out) {
+    detail::scan_execution<ScanCarryCotangent>::template backward<N>(runner, out);
+  }
+};
+
+/// Forward mode: children the scan's node, the sequence, the parameters and the tangent of
+/// the scan's child Wrt (0 the initial carry, 1 the sequence, 2 + k parameter k); its
+/// value the tangent of every carry, the initial one first.
+template <class Body, int Wrt>
+struct ScanTangent {
+  static constexpr op_kind kind = op_kind::opaque;
+  static constexpr std::string_view name = "scan's carry tangents";
+  template <class States, class... Rest>
+  using value_type = States;
+  template <class SStates, class... Rest>
+  using shape = SStates;
+
+  template <class N, class Runner, class T>
+  static void execute(Runner& runner, T* out) {
+    detail::scan_execution<ScanTangent>::template tangent<N>(runner, out);
+  }
+};
+
+/// Every carry of `body` run along the leading axis of `xs` from `init`: [L, carry...]
+/// (see the top of this file). `params` are the tensors the body reads besides the carry
+/// and the step, passed to it in order.
+template <class Body, expression Init, expression Xs, expression... P>
+constexpr auto scan(Body, Init, Xs, P...) {
+  using S = shape_t<Init>;
+  using SX = shape_t<Xs>;
+  using T = typename Init::value_type;
+  static_assert(std::is_empty_v<Body> && std::is_default_constructible_v<Body>,
+                "luminal: scan's body must be a stateless callable (a struct with a templated operator(), or a "
+                "captureless lambda): the step is built from its type");
+  static_assert(SX::rank >= 1, "luminal: scan's sequence needs a leading axis to walk along");
+  static_assert(floating_element<T>, "luminal: scan carries a floating-point state");
+  using step = detail::drop_leading_axis<SX>::type;
+  using out = detail::scan_body_output<Body, detail::scan_carry_leaf<T, S>, detail::scan_step_leaf<typename Xs::value_type, step>,
+                                       std::remove_cvref_t<P>...>;
+  static_assert(std::is_same_v<shape_t<out>, S>,
+                "luminal: scan's body must return a carry of the initial carry's shape");
+  static_assert(std::is_same_v<typename out::value_type, T>,
+                "luminal: scan's body must return a carry of the initial carry's element type");
+  using node = typename node_of<Scan<Body>, std::remove_cvref_t<Init>, std::remove_cvref_t<Xs>,
+                                std::remove_cvref_t<P>...>::type;
+  return slice<0, 1, SX::dims[0].is_static() ? SX::dims[0].offset + 1 : 0>(node{});
+}
+
+}  // namespace luminal
