@@ -31,3 +31,4 @@
 #include "nn/module.hpp"
 #include "nn/norm.hpp"
 #include "nn/pool.hpp"
+#include "nn/rnn.hpp"

@@ -7,6 +7,7 @@
 #include "../core/op_facts.hpp"
 #include "../ops/composite.hpp"
 #include "../ops/custom.hpp"
+#include "../ops/flip.hpp"
 #include "../ops/gather.hpp"
 #include "../ops/iota.hpp"
 #include "../ops/matmul.hpp"
@@ -209,6 +210,12 @@ template <shape_type Target>
 struct vjp<Reshape<Target>> {
   template <int K, class N, class G>
   static constexpr auto rule(G g) { return reshape(g, shape_t<child_t<N, 0>>{}); }
+};
+
+template <int Axis>
+struct vjp<Flip<Axis>> {
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) { return flip<Axis>(g); }
 };
 
 template <int Axis, long long Begin, long long End>

@@ -13,6 +13,7 @@
 #include "custom.hpp"
 #include "einsum.hpp"
 #include "expand.hpp"
+#include "flip.hpp"
 #include "gather.hpp"
 #include "iota.hpp"
 #include "matmul.hpp"
