@@ -94,6 +94,16 @@ struct jvp_rule<Gather> {
   }
 };
 
+template <class R, int Axis, bool Reverse>
+struct jvp_rule<Cumulative<R, Axis, Reverse>> {
+  /// cumsum's tangent is the cumsum of t; the others' a linear recurrence (ops/cumulative.hpp).
+  template <int K, class N, class T>
+  static constexpr auto rule(T t) {
+    if constexpr (floating_element<typename N::value_type>) return detail::cumulative_tangent<K, N>(t);
+    else return no_gradient{};
+  }
+};
+
 template <class Body>
 struct jvp_rule<Scan<Body>> {
   /// A loop of the body's forward mode along the carries, per child with a tangent.

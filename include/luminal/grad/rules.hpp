@@ -6,6 +6,7 @@
 
 #include "../core/op_facts.hpp"
 #include "../ops/composite.hpp"
+#include "../ops/cumulative.hpp"
 #include "../ops/custom.hpp"
 #include "../ops/flip.hpp"
 #include "../ops/gather.hpp"
@@ -301,6 +302,17 @@ struct vjp<Gather> {
       auto flat_g = reshape(g, Shape<rows, row_size>{});
       return reshape(matmul(transpose(onehot), flat_g), shape_t<Table>{});
     }
+  }
+};
+
+template <class R, int Axis, bool Reverse>
+struct vjp<Cumulative<R, Axis, Reverse>> {
+  /// cumsum, cumprod, logcumsumexp, linear_recurrence: scans walked the other way, and
+  /// maps (ops/cumulative.hpp). Integer running sums have no gradient.
+  template <int K, class N, class G>
+  static constexpr auto rule(G g) {
+    if constexpr (floating_element<typename N::value_type>) return detail::cumulative_cotangent<K, N>(g);
+    else return no_gradient{};
   }
 };
 

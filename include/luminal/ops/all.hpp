@@ -10,6 +10,7 @@
 #include "cast.hpp"
 #include "composite.hpp"
 #include "concat.hpp"
+#include "cumulative.hpp"
 #include "custom.hpp"
 #include "einsum.hpp"
 #include "expand.hpp"

@@ -1,7 +1,8 @@
 // Composite reductions: mean, var, variance, stddev, min, softmax, log_softmax,
-// logsumexp, argmax, argmin, cumsum.
+// logsumexp, argmax, argmin (cumsum: cumulative.hpp).
 #pragma once
 #include "composite.hpp"
+#include "cumulative.hpp"
 #include "iota.hpp"
 #include "matmul.hpp"
 #include "permute.hpp"
@@ -152,27 +153,6 @@ template <int Axis, expression X, class... Keep>
   requires(std::is_same_v<Keep, keepdim_t> && ...)
 constexpr auto argmin(X x, Keep... keep) {
   return argmax<Axis>(neg(x), keep...);
-}
-
-/// Running sum along an axis of static extent L, as torch.cumsum: y[i] = sum_{j <= i} x[j].
-/// A composite for small extents (a scan needs a kernel of its own): the axis is
-/// multiplied by an upper-triangular L x L matrix of ones in one GEMM, O(L^2) per row,
-/// and the gradient (a reversed running sum) is that GEMM's adjoint. Floating point only.
-template <int Axis, expression X>
-constexpr auto cumsum(X x) {
-  using In = shape_t<X>;
-  constexpr std::size_t axis = normalize_axis<In::rank>(Axis);
-  if constexpr (axis >= In::rank) {
-    (void)error::axis_out_of_range<In::text, Axis>{};
-    return std::remove_cvref_t<X>{};
-  } else {
-    constexpr Dim L = In::dims[axis];
-    static_assert(L.is_static(), "luminal: cumsum needs a static extent along its axis (it is an L x L GEMM)");
-    using T = typename X::value_type;
-    auto upper = cast<T>(logical_not(less_than(iota<1, i32>(Shape<L, L>{}), iota<0, i32>(Shape<L, L>{}))));
-    if constexpr (axis + 1 == In::rank) return matmul(x, upper);
-    else return transpose<int(axis), -1>(matmul(transpose<int(axis), -1>(x), upper));
-  }
 }
 
 }  // namespace luminal
