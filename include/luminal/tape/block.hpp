@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../core/replace_nodes.hpp"
 #include "../grad/reverse.hpp"
 #include "../plan/retention.hpp"
 #include "../ops/all.hpp"
@@ -47,25 +48,14 @@ inline std::string extents_text(std::span<const index_t> shape) {
   return text + "]";
 }
 
-/// Node N of the backward graph with every node of Kept replaced by the leaf
-/// "tape.saved.<its position in Kept>".
-template <class N, class Kept, bool IsKept = contains<Kept, N>::value>
-struct substitute {
-  using type = N;  // leaves and constants stay
-};
-template <class N, class Kept>
-struct substitute<N, Kept, true> {
-  using type = Input<numbered_name<"tape.saved.", std::size_t(position_in<Kept, N>::value)>(), typename N::value_type, shape_t<N>>;
-};
-template <class Op, class Kept, class Children>
-struct substitute_children;
-template <class Op, class Kept, class... C>
-struct substitute_children<Op, Kept, boost::mp11::mp_list<C...>> {
-  using type = typename node_of<Op, typename substitute<C, Kept>::type...>::type;
-};
-template <computed_node N, class Kept>
-struct substitute<N, Kept, false> {
-  using type = typename substitute_children<typename N::op, Kept, typename N::children>::type;
+/// The leaf "tape.saved.<K>" that stands for kept node N in the backward program.
+template <class N, std::size_t K>
+using saved_leaf = Input<numbered_name<"tape.saved.", K>(), typename N::value_type, shape_t<N>>;
+template <class Kept, class Indices = std::make_index_sequence<boost::mp11::mp_size<Kept>::value>>
+struct saved_leaves;
+template <class... N, std::size_t... K>
+struct saved_leaves<boost::mp11::mp_list<N...>, std::index_sequence<K...>> {
+  using type = boost::mp11::mp_list<saved_leaf<N, K>...>;
 };
 
 template <class N>
@@ -133,7 +123,7 @@ class block final : public block_interface<B> {
       Outputs, boost::mp11::mp_remove_if_q<typename detail::cut_points<forward_nodes, gradients>::type, is_output_q>>;
   static constexpr std::size_t kept_count = boost::mp11::mp_size<kept>::value;
   template <class G>
-  using backward_of = typename detail::substitute<G, kept>::type;
+  using backward_of = replace_nodes<G, kept, typename detail::saved_leaves<kept>::type>;  // over saved leaves
   using forward_program = boost::mp11::mp_apply<program_for, kept>;
   using backward_program = boost::mp11::mp_apply<program_for, boost::mp11::mp_transform<backward_of, gradients>>;
 
