@@ -4,6 +4,7 @@
 #include <array>
 #include <boost/mp11/algorithm.hpp>
 #include <cstdint>
+#include <memory>
 
 #include "../core/communicator.hpp"
 #include "../core/quant_format.hpp"
@@ -62,6 +63,16 @@ struct kernel_runner {
   const index_t* dims;       // host copy of the extents table
   detail::exchange_state* exchange = nullptr;  // the program's, for exchange kernels
   const quant_format* formats = nullptr;       // per node: how a quantized leaf's data is stored
+  std::shared_ptr<void>* op_states = nullptr;  // per node: what an opaque op keeps between runs
+
+  /// What opaque node N keeps between runs of its program (a scan's body programs), made by
+  /// make() at the first run; it lives as long as the program, and no longer.
+  template <class N, class State, class Make>
+  State& state_of(Make make) {
+    std::shared_ptr<void>& slot = op_states[Layout::template id<N>::value];
+    if (!slot) slot = std::make_shared<State>(make());
+    return *static_cast<State*>(slot.get());
+  }
 
   /// Node N's id in the program: the index of its buffer and its row of extents.
   template <class N>

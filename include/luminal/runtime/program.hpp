@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <boost/mp11/algorithm.hpp>
 #include <span>
 #include <stdexcept>
@@ -172,7 +173,7 @@ class program {
       backend_.to_device(error_device_, &no_error, sizeof(int));
     }
     kernel_context ctx{buffers_device_, dims_device_, error_device_};
-    kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data(), &exchange_, formats_.data()};
+    kernel_runner<B, layout> runner{backend_, ctx, buffers_.data(), dims_.data(), &exchange_, formats_.data(), op_states_.data()};
     auto launch_all = [&] {
       boost::mp11::mp_for_each<boost::mp11::mp_iota_c<plan.kernel_count>>(
           [&](auto K) { launch_kernel<int(decltype(K)::value)>(runner); });
@@ -539,6 +540,7 @@ class program {
   detail::exchange_state exchange_;
   detail::recompute_choice retention_;  // for the planned extents
   std::array<quant_format, node_count> formats_{};  // of quantized leaves, as bound
+  std::array<std::shared_ptr<void>, node_count> op_states_{};  // kept by opaque ops (kernel_runner::state_of)
 };
 
 /// Compiles the graph of `outputs` for backend B (host threads + BLAS by default).

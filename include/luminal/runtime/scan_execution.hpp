@@ -2,9 +2,8 @@
 // outer program's backend, run once per step over memory of the outer program. The step's
 // carry and input are bound in place (program::bind_device) and its output is written
 // straight into the next row of the scan's buffer (program::write_output_to), so a step
-// copies nothing. One body program per scan node type and thread, made at the first run.
+// copies nothing. One body program per scan node, made at the first run and kept by the outer program.
 #pragma once
-#include <optional>
 #include <span>
 #include <type_traits>
 
@@ -43,14 +42,13 @@ void bind_scan_parameters(Program& body, const Runner& runner, std::index_sequen
       ...);
 }
 
-/// The body program of output graph Out on the runner's backend, one per thread.
-template <class Out, class Runner>
+/// The body program of output graph Out for scan node N, on the runner's backend: made at
+/// the first run, kept by the outer program (kernel_runner::state_of).
+template <class N, class Out, class Runner>
 auto& scan_body_program(Runner& runner) {
   using B = std::remove_cvref_t<decltype(runner.backend)>;
   using Program = program<B, retention_policy::store_all, Out>;
-  static thread_local std::optional<Program> body;
-  if (!body) body.emplace(runner.backend);
-  return *body;
+  return runner.template state_of<N, Program>([&] { return Program(runner.backend); });
 }
 
 template <class Program, class T>
@@ -74,17 +72,17 @@ struct detail::scan_execution<Scan<Body>> {
     const index_t step_size = steps ? elements_in<Xs>(runner) / steps : 0;
     runner.backend.device_copy(states, runner.template data_of<Init>(), std::size_t(carry_size) * sizeof(T));
     if (steps == 0) return;
-    boost::mp11::mp_apply<run_steps, boost::mp11::mp_push_front<Params, Carry, Step>>::template run<Xs>(
+    boost::mp11::mp_apply<run_steps, boost::mp11::mp_push_front<Params, Carry, Step>>::template run<N, Xs>(
         runner, states, extents_in<Init>(runner), carry_size, steps, step_size);
   }
 
   template <class Carry, class Step, class... P>
   struct run_steps {
-    template <class Xs, class Runner, class T>
+    template <class Node, class Xs, class Runner, class T>
     static void run(Runner& runner, T* states, std::span<const index_t> carry_extents, index_t carry_size, index_t steps,
                     index_t step_size) {
       using Out = scan_body_output<Body, Carry, Step, P...>;
-      auto& body = scan_body_program<Out>(runner);
+      auto& body = scan_body_program<Node, Out>(runner);
       bind_scan_parameters<std::remove_cvref_t<decltype(body)>, Runner, P...>(body, runner, std::index_sequence_for<P...>{});
       const index_t* xd = runner.template dims_of<Xs>();
       const std::span<const index_t> step_extents{xd + 1, shape_t<Xs>::rank - 1};
@@ -112,12 +110,12 @@ struct detail::scan_execution<ScanCarryCotangent<Body>> {
     runner.backend.device_copy(cotangents + steps * carry_size, runner.template data_of<G>() + steps * carry_size,
                                std::size_t(carry_size) * sizeof(T));
     if (steps == 0) return;
-    boost::mp11::mp_apply<run_steps, typename N::children>::run(runner, cotangents, carry_size, steps);
+    boost::mp11::mp_apply<run_steps, typename N::children>::template run<N>(runner, cotangents, carry_size, steps);
   }
 
   template <class G, class States, class Xs, class... P>
   struct run_steps {
-    template <class Runner, class T>
+    template <class Node, class Runner, class T>
     static void run(Runner& runner, T* cotangents, index_t carry_size, index_t steps) {
       using S = typename drop_leading_axis<shape_t<G>>::type;
       using Carry = scan_carry_leaf<T, S>;
@@ -125,7 +123,7 @@ struct detail::scan_execution<ScanCarryCotangent<Body>> {
       using Cotangent = scan_cotangent_leaf<T, S>;
       using Direct = scan_direct_cotangent_leaf<T, S>;
       using Out = decltype(Direct{} + vjp_of(scan_body_output<Body, Carry, Step, P...>{}, Cotangent{}, Carry{}));
-      auto& body = scan_body_program<Out>(runner);
+      auto& body = scan_body_program<Node, Out>(runner);
       bind_scan_parameters<std::remove_cvref_t<decltype(body)>, Runner, P...>(body, runner, std::index_sequence_for<P...>{});
       const std::span<const index_t> carry_extents{runner.template dims_of<G>() + 1, S::rank};
       const index_t* xd = runner.template dims_of<Xs>();
@@ -163,7 +161,7 @@ struct detail::scan_execution<ScanTangent<Body, Wrt>> {
       runner.backend.parallel_for(carry_size, zero_fill<T>{tangents});
     if (steps == 0) return;
     using Inner = boost::mp11::mp_pop_back<typename N::children>;  // the node, the sequence, the parameters
-    boost::mp11::mp_apply<run_steps, Inner>::template run<Tangent>(runner, tangents, carry_size, steps);
+    boost::mp11::mp_apply<run_steps, Inner>::template run<N, Tangent>(runner, tangents, carry_size, steps);
   }
 
   template <class T>
@@ -176,14 +174,14 @@ struct detail::scan_execution<ScanTangent<Body, Wrt>> {
 
   template <class States, class Xs, class... P>
   struct run_steps {
-    template <class Tangent, class Runner, class T>
+    template <class Node, class Tangent, class Runner, class T>
     static void run(Runner& runner, T* tangents, index_t carry_size, index_t steps) {
       using S = typename drop_leading_axis<shape_t<States>>::type;
       using Carry = scan_carry_leaf<T, S>;
       using Step = scan_step_leaf<typename Xs::value_type, typename drop_leading_axis<shape_t<Xs>>::type>;
       using CarryTangent = Input<"luminal.scan.carry_tangent", T, S>;
       using Out = decltype(output(std::index_sequence_for<P...>{}));
-      auto& body = scan_body_program<Out>(runner);
+      auto& body = scan_body_program<Node, Out>(runner);
       bind_scan_parameters<std::remove_cvref_t<decltype(body)>, Runner, P...>(body, runner, std::index_sequence_for<P...>{});
       const std::span<const index_t> carry_extents{runner.template dims_of<States>() + 1, S::rank};
       const index_t* xd = runner.template dims_of<Xs>();
