@@ -81,10 +81,11 @@ inline void single_threaded_blas() {
 #endif
 }
 
-template <class T>
-void host_gemm(const host_gemm_batch<T>& g, index_t batches) {
+/// `pool`: the threads that share the work, anything with thread_pool's size() and
+/// run(n, grain, fn, body) (the Kokkos backend passes its host execution space).
+template <class T, class Pool = thread_pool>
+void host_gemm(const host_gemm_batch<T>& g, index_t batches, Pool& pool = thread_pool::instance()) {
   single_threaded_blas();
-  auto& pool = thread_pool::instance();
   double work = double(g.m) * double(g.n) * double(g.k) * double(batches);
   gemm_split s = split_gemm(batches, g.m, g.n, pool.size());
   index_t items = batches * s.parts;
@@ -109,10 +110,9 @@ void host_gemm(const host_gemm_batch<T>& g, index_t batches) {
 /// matrices of their own, added into C at the end: the sum stays in the cache while it
 /// grows, and no product is written out per batch. Fewer batches than threads: C is cut
 /// into blocks as in host_gemm, each summed over every batch.
-template <class T>
-void host_gemm_batch_sum(const host_gemm_batch<T>& g, index_t batches) {
+template <class T, class Pool = thread_pool>
+void host_gemm_batch_sum(const host_gemm_batch<T>& g, index_t batches, Pool& pool = thread_pool::instance()) {
   single_threaded_blas();
-  auto& pool = thread_pool::instance();
   const index_t threads = index_t(pool.size());
   const double work = double(g.m) * double(g.n) * double(g.k) * double(batches);
   auto sum_batches = [&](index_t first, index_t last, index_t row0, index_t row1, index_t col0, index_t col1, T* into) {

@@ -48,6 +48,9 @@ template <class N, class Out, class Runner>
 auto& scan_body_program(Runner& runner) {
   using B = std::remove_cvref_t<decltype(runner.backend)>;
   using Program = program<B, retention_policy::store_all, Out>;
+  if constexpr (requires { B::graphs; })
+    static_assert(!B::graphs, "luminal: a scan runs its body from the host once per step, which a CUDA Graph cannot "
+                              "capture: compile a program with a scan for cuda, not cuda_graph");
   return runner.template state_of<N, Program>([&] { return Program(runner.backend); });
 }
 
