@@ -12,9 +12,14 @@ clip_grad_norm_(1.0); AdamW.step(); loss.item(), which waits for the GPU. Prints
     torch_step_ms      <median milliseconds per step>
     torch_tokens_per_s <batch * context / median step seconds>
 
+--model lstm times benchmarks/char_lstm.cpp's step instead: Embedding(256, 64) ->
+torch.nn.LSTM(64, 128, num_layers=2, batch_first=True) -> Linear(128, 256) (the model of
+examples/char_lstm), the same step and printed lines.
+
 If torch cannot be imported, or has no CUDA device when asked for one, it prints
 `torch_unavailable <reason>` and exits 0.
 Alone: python3 benchmarks/char_gpt.py --layers 4 --width 256 --heads 4 --context 128 --batch 8
+       python3 benchmarks/char_gpt.py --model lstm --context 64 --batch 32
 """
 import argparse
 import math
@@ -79,8 +84,20 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class CharLSTM(nn.Module):
+    def __init__(self, vocab, embed=64, hidden=128, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, embed)
+        self.lstm = nn.LSTM(embed, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        return self.head(self.lstm(self.embed(tokens))[0])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="gpt", choices=["gpt", "lstm"])
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
@@ -99,7 +116,10 @@ def main() -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = GPT(args.vocab, args.width, args.heads, args.layers, args.max_context).to(args.device)
+    if args.model == "lstm":
+        model = CharLSTM(args.vocab).to(args.device)
+    else:
+        model = GPT(args.vocab, args.width, args.heads, args.layers, args.max_context).to(args.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     tokens = torch.randint(0, args.vocab, (args.batch, args.context), device=args.device)
     targets = torch.randint(0, args.vocab, (args.batch, args.context), device=args.device)

@@ -45,9 +45,9 @@
 #include <luminal/distributed/mpi.hpp>
 #endif
 #include "example_options.hpp"
+#include "text_corpus.hpp"
 
 using namespace luminal;
-namespace fs = std::filesystem;
 
 namespace {
 constexpr std::int64_t vocab = 256;       // bytes
@@ -155,60 +155,6 @@ std::uint64_t estimated_bytes(const options& o, int ranks) {
   return 4 * 7 * parameter_count(o) + tokens * (std::uint64_t(o.layers) * per_token_layer + head);
 }
 
-/// The corpus's bytes: a file, or every regular file of a directory (sorted, skipping
-/// the fortune index files *.dat and symbolic links). The files' sizes are summed first:
-/// a corpus of more than half this machine's memory (a stray disk image in the directory)
-/// is refused naming its largest file, before anything is read.
-std::string read_corpus(const std::string& where) {
-  std::vector<fs::path> files;
-  if (fs::is_directory(where)) {
-    for (const auto& e : fs::directory_iterator(where))
-      if (e.is_regular_file() && !e.is_symlink() && e.path().extension() != ".dat") files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-  } else if (fs::is_regular_file(where)) {
-    files.push_back(where);
-  }
-  if (files.empty())
-    throw std::runtime_error("no text at '" + where + "': install the corpus with 'apt-get install fortunes' or pass --corpus");
-  std::uint64_t total = 0, largest = 0;
-  fs::path largest_file;
-  for (const auto& f : files) {
-    std::error_code error;
-    const std::uint64_t bytes = fs::file_size(f, error);
-    if (error) continue;  // read below, where the error is reported
-    total += bytes;
-    if (bytes >= largest) largest = bytes, largest_file = f;
-  }
-  if (const std::uint64_t memory = examples::physical_memory_bytes(); memory != 0 && total > memory / 2)
-    throw std::runtime_error("the corpus at '" + where + "' holds " + allocation_error::describe_bytes(total) +
-                             ", more than half this machine's memory (" + allocation_error::describe_bytes(memory) +
-                             "); its largest file is '" + largest_file.string() + "' (" +
-                             allocation_error::describe_bytes(largest) + ")");
-  std::string text;
-  text.reserve(std::size_t(total));
-  for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot read the corpus file '" + f.string() + "'");
-    try {
-      text.append(std::istreambuf_iterator<char>(in), {});
-    } catch (const std::ios_base::failure& e) {  // a read error (libstdc++ throws it from underflow)
-      throw std::runtime_error("cannot read the corpus file '" + f.string() + "': " + e.what());
-    }
-  }
-  if (text.size() < 10000) throw std::runtime_error("the corpus at '" + where + "' has only " + std::to_string(text.size()) + " bytes");
-  return text;
-}
-
-/// Entropy (nats) of the byte frequencies of `text`: the loss of a model without context.
-double unigram_entropy(std::string_view text) {
-  std::array<double, 256> count{};
-  for (unsigned char ch : text) count[ch] += 1;
-  double h = 0;
-  for (double n : count)
-    if (n > 0) h -= n / double(text.size()) * std::log(n / double(text.size()));
-  return h;
-}
-
 /// `batch` random windows of text: tokens [batch, context] and the next bytes as targets.
 void sample_batch(std::string_view text, int batch, int context, std::mt19937_64& rng, xt::xarray<int>& tokens,
                   xt::xarray<int>& targets) {
@@ -263,12 +209,12 @@ int run(const options& opt, communicator& comm) {
     throw std::runtime_error("--batch " + std::to_string(opt.batch) + " (the global batch) does not split evenly over " +
                              std::to_string(ranks) + " ranks");
   const int local_batch = opt.batch / ranks;
-  const std::string text = read_corpus(opt.corpus);
+  const std::string text = examples::read_corpus(opt.corpus);
   run.set("corpus bytes", text.size(), run_settings::kind::other);  // the data's length
   if (ranks > 1) check_same_settings(run, comm);
   const std::size_t split = text.size() / 10 * 9;
   const std::string_view train_text(text.data(), split), valid_text(text.data() + split, text.size() - split);
-  const double entropy = unigram_entropy(train_text);
+  const double entropy = examples::unigram_entropy(train_text);
 
   nn::GPT<vocab, Width, Heads, max_context> gpt(opt.layers);
   gpt.recompute_layers(opt.recompute);
