@@ -136,3 +136,36 @@ TEST_CASE("graph table: each row records its node's kind, children and view fact
   for (std::size_t i = 0; i < table.size(); ++i)
     for (int c = 0; c < table[i].child_count; ++c) CHECK(table[i].children[std::size_t(c)] < int(i));
 }
+
+namespace {
+/// x + y + y + ... (Length additions): a graph as deep as it is long, built by a fold,
+/// so that only topo_nodes could recurse with its depth.
+template <std::size_t... I>
+auto addition_chain(std::index_sequence<I...>) {
+  auto x = input<"x", f32>(shape<4>);
+  auto y = input<"y", f32>(shape<4>);
+  return (x + ... + ((void)I, y));
+}
+}  // namespace
+
+TEST_CASE("topo_nodes: depth-first, children in order before parents, each once, at any depth", "[core][graph]") {
+  auto x = input<"x", f32>(shape<4>);
+  auto w = param<"w", f32>(shape<4>);
+  auto a = x * w;
+  auto b = exp2(a);
+  auto out = a + b;
+  using boost::mp11::mp_list;
+  STATIC_REQUIRE(std::is_same_v<topo_nodes<decltype(out)>,
+                                mp_list<decltype(x), decltype(w), decltype(a), decltype(b), decltype(out)>>);
+  STATIC_REQUIRE(std::is_same_v<topo_nodes<decltype(out), decltype(a), decltype(out)>, topo_nodes<decltype(out)>>);
+  STATIC_REQUIRE(std::is_same_v<topo_nodes<decltype(b), decltype(w), decltype(out)>, topo_nodes<decltype(out)>>);
+  STATIC_REQUIRE(std::is_same_v<topo_nodes<decltype(w), decltype(out)>,
+                                mp_list<decltype(w), decltype(x), decltype(a), decltype(b), decltype(out)>>);
+  STATIC_REQUIRE(std::is_same_v<topo_nodes<>, mp_list<>>);
+  // Deeper than a recursive walk could go within GCC's default instantiation depth (900).
+  auto deep = addition_chain(std::make_index_sequence<1000>{});
+  using nodes = topo_nodes<decltype(deep)>;
+  STATIC_REQUIRE(boost::mp11::mp_size<nodes>::value == 1002);
+  STATIC_REQUIRE(std::is_same_v<boost::mp11::mp_front<nodes>, decltype(x)>);
+  STATIC_REQUIRE(std::is_same_v<boost::mp11::mp_back<nodes>, decltype(deep)>);
+}

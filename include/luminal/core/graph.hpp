@@ -42,29 +42,6 @@ struct position_in;
 template <class... T, class N>
 struct position_in<boost::mp11::mp_list<T...>, N> : std::integral_constant<int, first_true({__is_same(T, N)...})> {};
 
-template <class Visited, class N>
-struct visit;
-
-template <class Visited, class Children>
-struct visit_all;
-template <class Visited>
-struct visit_all<Visited, boost::mp11::mp_list<>> {
-  using type = Visited;
-};
-template <class Visited, class First, class... Rest>
-struct visit_all<Visited, boost::mp11::mp_list<First, Rest...>> {
-  using type = typename visit_all<typename visit<Visited, First>::type, boost::mp11::mp_list<Rest...>>::type;
-};
-
-template <bool Seen, class Visited, class N>
-struct visit_unless {
-  using type = Visited;
-};
-template <class Visited, class N>
-struct visit_unless<false, Visited, N> {
-  using type = boost::mp11::mp_push_back<typename visit_all<Visited, typename N::children>::type, N>;
-};
-
 /// Whether N is in the list: a fold of comparisons, without position_in's call of
 /// first_true, whose argument (a list of as many bools) GCC keeps with its result.
 template <class L, class N>
@@ -72,15 +49,118 @@ struct contains;
 template <class... T, class N>
 struct contains<boost::mp11::mp_list<T...>, N> : std::bool_constant<(__is_same(T, N) || ...)> {};
 
-template <class Visited, class N>
-struct visit {
-  using type = typename visit_unless<contains<Visited, N>::value, Visited, N>::type;
+// The topological order is a depth-first walk, children in order, each node after its
+// children: the walk a recursive template would do, but driven by an explicit stack, so
+// that the compiler's instantiation depth does not grow with the graph's (a transformer's
+// training step is thousands of nodes deep). A template's recursion nests one
+// instantiation in the next; a fold expression over an overloaded operator,
+// `(state >> ... >> tick)`, instead instantiates each step beside the previous one.
+//
+// Each step's state is the list of nodes done (Visited) and the stack of frames (a node
+// and its children not yet looked at). The fold's operand is the state's nested class
+// `handle`, whose member operator>> names the next state: argument-dependent lookup
+// reaches a nested class's enclosing class, but not that class's template arguments (the
+// whole node list), so looking the operator up costs the same at any size. (A friend
+// would be cheaper to write and dear to look up: GCC keeps every hidden friend in its
+// namespace's overload list and walks past them all at each lookup of the name.) Each
+// output is walked from an empty stack, so the walks of `topo_nodes<loss>` are the first
+// steps of `topo_nodes<loss, gradients...>` and are instantiated once.
+struct dfs_bottom;
+template <class N, class Remaining, class Below>
+struct dfs_frame;
+struct dfs_tick {};
+
+/// A state's handle: `handle >> dfs_tick{}` is the state after one step, the top frame's
+/// next child pushed (unless it is done) or the top frame finished.
+template <class Visited, class Stack>
+struct dfs_state;
+template <class Visited>
+struct dfs_state<Visited, dfs_bottom> {
+  struct handle {
+    using visited = Visited;
+    handle operator>>(dfs_tick) const;
+  };
+};
+template <class Visited, class N, class Below>
+struct dfs_state<Visited, dfs_frame<N, boost::mp11::mp_list<>, Below>> {
+  struct handle {
+    typename dfs_state<boost::mp11::mp_push_back<Visited, N>, Below>::handle operator>>(dfs_tick) const;
+  };
+};
+template <bool Done>
+struct dfs_push {
+  template <class C, class Rest>
+  using type = dfs_frame<C, typename C::children, Rest>;
+};
+template <>
+struct dfs_push<true> {
+  template <class C, class Rest>
+  using type = Rest;
+};
+template <class Visited, class N, class C, class... Rest, class Below>
+struct dfs_state<Visited, dfs_frame<N, boost::mp11::mp_list<C, Rest...>, Below>> {
+  struct handle {
+    typename dfs_state<Visited, typename dfs_push<contains<Visited, C>::value>::template type<
+                                    C, dfs_frame<N, boost::mp11::mp_list<Rest...>, Below>>>::handle
+    operator>>(dfs_tick) const;
+  };
+};
+
+/// Handle H after Steps steps (a power of two): a fold of at most 128 steps, or of at most
+/// 128 chunks of steps, each again such a fold. Clang limits a fold to 256 operands
+/// (-fbracket-depth), and GCC's walks of an expression recurse as deep as it is.
+template <std::size_t Steps>
+constexpr std::size_t dfs_operands = Steps <= 128 ? Steps : Steps <= 128 * 128 ? Steps / 128 : 128;
+template <class H, std::size_t Steps, class = std::make_index_sequence<dfs_operands<Steps>>>
+struct dfs_advance;
+template <std::size_t Steps>
+struct dfs_chunk {};
+template <class H, std::size_t Steps>
+typename dfs_advance<H, Steps>::type operator>>(H, dfs_chunk<Steps>);
+template <class H, std::size_t Steps, std::size_t... I>
+struct dfs_advance<H, Steps, std::index_sequence<I...>> {
+  using step = std::conditional_t<(Steps <= 128), dfs_tick, dfs_chunk<Steps / dfs_operands<Steps>>>;
+  using type = decltype((std::declval<H>() >> ... >> (void(I), step{})));
+};
+/// Steps until the stack is empty, twice as many each round.
+template <class H, class = void>
+struct dfs_done : std::false_type {};
+template <class H>
+struct dfs_done<H, std::void_t<typename H::visited>> : std::true_type {};
+template <class H, std::size_t Steps, bool Done = dfs_done<H>::value>
+struct dfs_run {
+  using type = H;
+};
+template <class H, std::size_t Steps>
+struct dfs_run<H, Steps, false> {
+  using type = typename dfs_run<typename dfs_advance<H, Steps>::type, 2 * Steps>::type;
+};
+
+/// The walk from output O, after the nodes done in H: a fold over the outputs.
+template <class O>
+struct dfs_output {};
+template <bool Done, class H, class O>
+struct dfs_walk {
+  using type = H;
+};
+template <class H, class O>
+struct dfs_walk<false, H, O> {
+  using type = typename dfs_run<
+      typename dfs_state<typename H::visited, dfs_frame<O, typename O::children, dfs_bottom>>::handle, 16>::type;
+};
+template <class H, class O>
+typename dfs_walk<contains<typename H::visited, O>::value, H, O>::type operator>>(H, dfs_output<O>);
+template <class... Outputs>
+struct dfs_nodes {
+  using start = typename dfs_state<boost::mp11::mp_list<>, dfs_bottom>::handle;
+  using walked = decltype((std::declval<start>() >> ... >> dfs_output<Outputs>{}));  // start&& if no outputs
+  using type = typename std::remove_reference_t<walked>::visited;
 };
 }  // namespace detail
 
 /// All nodes reachable from Outputs, children before parents, each once.
 template <class... Outputs>
-using topo_nodes = typename detail::visit_all<boost::mp11::mp_list<>, boost::mp11::mp_list<Outputs...>>::type;
+using topo_nodes = typename detail::dfs_nodes<Outputs...>::type;
 
 namespace detail {
 // mp_filter asks its predicate through mp_invoke_q, several class templates per element;
