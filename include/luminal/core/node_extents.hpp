@@ -51,7 +51,10 @@ constexpr extents_table<MaxRank, sizeof...(N)> make_extents_table(boost::mp11::m
     for (; r < table.row_count; ++r) {
       const extents_row_dims<MaxRank>& row = table.rows[r];
       bool same = row.rank == int(dims.size());
-      for (std::size_t k = 0; same && k < dims.size(); ++k) same = row.dims[k] == dims[k];
+      // The numbers first: most rows differ there, and a Dim's == compares its 40-byte name
+      // too (GCC bounds a constant evaluation's operations, and rows times nodes add up).
+      for (std::size_t k = 0; same && k < dims.size(); ++k)
+        same = row.dims[k].offset == dims[k].offset && row.dims[k].scale == dims[k].scale && row.dims[k] == dims[k];
       if (same) break;
     }
     if (r == table.row_count) {

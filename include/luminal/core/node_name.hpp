@@ -39,7 +39,9 @@ namespace naming {
 /// `prime` (two such hashes make a kernel's key, exec/flat.hpp).
 template <class T>
 constexpr std::uint64_t spelling_hash(std::uint64_t basis, std::uint64_t prime) {
-  const std::string_view name = __PRETTY_FUNCTION__;
+  // Its length from the array's size: string_view's own count is one constexpr loop over
+  // the whole spelling, which may be longer than that limit.
+  const std::string_view name(__PRETTY_FUNCTION__, sizeof(__PRETTY_FUNCTION__) - 1);
   std::uint64_t h = basis;
   // In blocks: one constexpr loop may run at most 262144 times (-fconstexpr-loop-limit),
   // and a large spelling (a whole flat graph, exec/flat.hpp) is longer.

@@ -289,9 +289,11 @@ struct kernel_groups {
     if (std::max(plan.forward_last_use[t], plan.backward_last_use[t]) > writer) return false;
     int segment = writer;
     while (segment_end[std::size_t(segment)] < 0) --segment;
-    for (int k = 0; k < int(plan.kernel_count); ++k) {
+    // Kernels before the writer's group read the target before it is overwritten: only
+    // the later ones are searched (each search is a walk of the whole graph).
+    for (int k = first_of(writer); k < int(plan.kernel_count); ++k) {
       const read_kind read = find_read(plan.kernels[std::size_t(k)], target);
-      if (read == read_kind::none || k < first_of(writer)) continue;
+      if (read == read_kind::none) continue;
       if (k > writer || k < segment || read == read_kind::elsewhere) return false;
     }
     return true;

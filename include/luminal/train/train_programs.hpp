@@ -9,6 +9,7 @@
 #include <boost/mp11/list.hpp>
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 #include "../core/graph.hpp"
 #include "../exec/kernel_groups.hpp"
@@ -48,25 +49,32 @@ consteval std::array<int, sizeof...(G)> gradient_outputs(boost::mp11::mp_list<G.
 ///     (kernel_groups::may_overwrite).
 /// Adam, AdamW and SGD update every slot in place; an update that reads a parameter
 /// through a view or a reduction (a norm of it) falls back to the store's second buffer.
-template <class Program, class... L>
-constexpr std::array<bool, sizeof...(L)> slots_updated_in_place(boost::mp11::mp_list<L...>) {
+template <class Program, class L, std::size_t I>
+constexpr bool slot_updated_in_place() {
   constexpr auto& table = Program::layout::table;
   constexpr auto& plan = Program::plan;
   constexpr std::size_t n = Program::node_count;
-  constexpr std::array<int, sizeof...(L)> leaves{int(node_index<typename Program::nodes, L>::value)...};
-  std::array<bool, sizeof...(L)> out{};
-  for (std::size_t i = 0; i < leaves.size(); ++i) {
-    const int leaf = leaves[i], output = Program::output_ids[i], writer = plan.kernel_of[output];
-    bool safe = output != leaf && kernel_groups<typename Program::layout>::may_overwrite(writer, leaf);
-    std::array<bool, n> depends{};
-    depends[std::size_t(leaf)] = true;
-    for (std::size_t id = 0; id < n; ++id) {  // children come before their parents
-      for (int c = 0; c < table[id].child_count; ++c) depends[id] = depends[id] || depends[table[id].children[c]];
-      safe = safe && (!depends[id] || int(id) == leaf || child_reads_of(table[id].kind) == child_reads::same_place);
-    }
-    out[i] = safe;
+  const int leaf = int(node_index<typename Program::nodes, L>::value), output = Program::output_ids[I];
+  const int writer = plan.kernel_of[output];
+  bool safe = output != leaf && kernel_groups<typename Program::layout>::may_overwrite(writer, leaf);
+  std::array<bool, n> depends{};
+  depends[std::size_t(leaf)] = true;
+  for (std::size_t id = 0; id < n; ++id) {  // children come before their parents
+    for (int c = 0; c < table[id].child_count; ++c) depends[id] = depends[id] || depends[table[id].children[c]];
+    safe = safe && (!depends[id] || int(id) == leaf || child_reads_of(table[id].kind) == child_reads::same_place);
   }
-  return out;
+  return safe;
+}
+/// One constant evaluation per slot: GCC bounds the operations of each
+/// (-fconstexpr-ops-limit), and the work grows with the slots times the graph.
+template <class Program, class L, std::size_t I>
+inline constexpr bool slot_updated_in_place_v = slot_updated_in_place<Program, L, I>();
+
+template <class Program, class... L>
+constexpr std::array<bool, sizeof...(L)> slots_updated_in_place(boost::mp11::mp_list<L...>) {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return std::array<bool, sizeof...(L)>{slot_updated_in_place_v<Program, L, I>...};
+  }(std::index_sequence_for<L...>{});
 }
 
 }  // namespace luminal::detail
