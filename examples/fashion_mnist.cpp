@@ -66,6 +66,7 @@ struct options {
   long long limit = 0;  // use only the first N training images (quick runs); 0: all
   int stop_after = 0;   // stop after this epoch, as if interrupted (to test --resume); 0: never
   bool allow_changes = false;  // --resume under other settings than the checkpoint's
+  int print_losses = 0;  // print the loss of each of the first N steps (to compare with PyTorch's)
 };
 
 // Every number is range-checked as it is read: a value out of range is an error that
@@ -78,7 +79,7 @@ constexpr double max_lr = 10.0;
 const char* const usage_text =
     "usage: fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size B] [--lr LR] [--weight-decay WD]\n"
     "       [--seed S] [--data DIR] [--checkpoint FILE [--resume [--allow-changes]]] [--csv FILE]\n"
-    "       [--limit N] [--profile] [--stop-after EPOCH]\n\n"
+    "       [--limit N] [--profile] [--stop-after EPOCH] [--print-losses N]\n\n"
     "  --model          mlp (784-512-256-10, dropout 0.2) or cnn (2 conv 3x3 + max-pool, 2 linear)\n"
     "  --epochs         passes over the 60000 training images, 1 to 100000 (default: mlp 12, cnn 6)\n"
     "  --batch-size     images per step, 1 to 60000 (default 128)\n"
@@ -92,6 +93,8 @@ const char* const usage_text =
     "  --limit          train on the first N images only (a quick run), 1 to 2147483647\n"
     "  --profile        time every kernel of the training step and print the slowest\n"
     "  --stop-after     stop after this epoch as if interrupted (the schedule still spans --epochs)\n"
+    "  --print-losses   print the loss of each of the first N steps, 1 to 2147483647 (fashion_mnist_torch.py\n"
+    "                   compare trains PyTorch's twin beside it)\n"
     "Environment: LUMINAL_NUM_THREADS (1 to 4 per hardware thread); under mpirun LUMINAL_MPI_TIMEOUT\n"
     "(seconds a collective waits for the other ranks, 1 to 604800, default 300).\n";
 
@@ -114,6 +117,7 @@ options parse(int argc, char** argv) {
     else if (args.is("--profile")) o.profile = true;
     else if (args.is("--limit")) o.limit = args.integer(1LL, (long long)std::numeric_limits<int>::max());
     else if (args.is("--stop-after")) o.stop_after = int(args.integer(1LL, max_epochs));
+    else if (args.is("--print-losses")) o.print_losses = int(args.integer(1LL, (long long)std::numeric_limits<int>::max()));
     else args.unknown();
   }
   if (o.model != "mlp" && o.model != "cnn") args.fail("--model must be mlp or cnn, not " + examples::in_quotes(o.model));
@@ -388,16 +392,21 @@ int train(const options& opt, ModelFn model, Modules modules, communicator& comm
       gather_rows(train_set.labels, rows, y_batch);
       step.bind("images", x_batch);
       step.bind("labels", y_batch);
-      loss_sum += step.run();
+      const double batch_loss = step.run();
+      loss_sum += batch_loss;
       ++done;
+      if (lead && step.step_count() <= opt.print_losses)
+        std::printf("step %lld loss %.9g\n", (long long)step.step_count(), batch_loss);
       if (lead) bar.update(done, loss_sum / double(done), done * bs);
     }
     if (lead) bar.finish();
     double seconds = bar.elapsed();
     loss_sum = sum_over_ranks(comm, loss_sum) / double(ranks);  // the mean over the global batches
     accuracy = test_accuracy(eval, step.store(), test_set, comm);
-    if (lead) std::printf("epoch %d: train loss %.4f, test accuracy %.4f, %.1f s, %.0f images/s\n", epoch,
-                loss_sum / double(std::max<std::size_t>(done, 1)), accuracy, seconds, double(done * bs) / seconds);
+    if (lead)
+      std::printf("epoch %d: train loss %.4f, test accuracy %.4f, %.1f s, %.0f images/s, %.1f ms/step\n", epoch,
+                  loss_sum / double(std::max<std::size_t>(done, 1)), accuracy, seconds, double(done * bs) / seconds,
+                  1e3 * seconds / double(std::max<std::size_t>(done, 1)));
     std::fflush(stdout);
     if (csv) {
       csv << epoch << ',' << step.step_count() << ',' << loss_sum / double(std::max<std::size_t>(done, 1)) << ','
