@@ -19,6 +19,8 @@
 // the cotangents of the inputs and parameters from the body applied to all steps at once:
 // so the body must treat extra leading axes as a batch (index axes from the end, as
 // `transpose<-1, -2>` above), which a body built from maps, matmuls and last-axis ops does.
+// A body that counts axes from the front (sum<0> of the step) is caught when the shapes
+// then disagree, but not always: where they agree, its gradients are wrong.
 #pragma once
 #include <boost/mp11/algorithm.hpp>
 #include <type_traits>
