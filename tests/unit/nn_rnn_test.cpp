@@ -116,7 +116,7 @@ TEMPLATE_LIST_TEST_CASE("nn::LSTM, two layers: torch's outputs, states and gradi
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("nn::GRU, bidirectional, and nn::RNN from a given state: torch's outputs and gradients",
+TEMPLATE_LIST_TEST_CASE("nn::GRU, bidirectional, nn::RNN and nn::LSTM from given states: torch's outputs and gradients",
                         "[nn][rnn][torch]", test_backends) {
   {
     using Module = nn::GRU<"gru", 3, 4, 1, true>;
@@ -142,5 +142,21 @@ TEMPLATE_LIST_TEST_CASE("nn::GRU, bidirectional, and nn::RNN from a given state:
     check_output<0>(prog, c.at("y"), "rnn y");
     check_output<1>(prog, c.at("h_n"), "rnn h_n");
     check_gradients<2, Module>(prog, c);
+  }
+  {
+    using Module = nn::LSTM<"lstm1", 3, 4>;
+    auto x = input<"x", f32>(shape<2, 4, 3>);
+    auto h0 = input<"h0", f32>(shape<1, 2, 4>);
+    auto c0 = input<"c0", f32>(shape<1, 2, 4>);
+    auto y = Module{}(x, h0, c0);
+    auto [h_n, c_n] = Module{}.final_state(x, h0, c0);
+    auto prog = compile_with_gradients<TestType, Module>(y, x, h_n, c_n);
+    const json& c = fixture().at("cases").at("lstm_h0c0");
+    bind_case(prog, c);
+    prog.run();
+    check_output<0>(prog, c.at("y"), "lstm y");
+    check_output<1>(prog, c.at("h_n"), "lstm h_n");
+    check_output<2>(prog, c.at("c_n"), "lstm c_n");
+    check_gradients<3, Module>(prog, c);
   }
 }
