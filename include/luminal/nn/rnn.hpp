@@ -98,7 +98,7 @@ struct Recurrent {
   /// Output from initial states [Layers * D, B, Hidden] (RNN, GRU).
   template <features_of<In> X, expression H0>
     requires(Cell != rnn_cell::lstm)
-  constexpr auto operator()(X x, H0 h0) const {
+  constexpr auto operator()(X x, H0) const {
     return batch_first(run(time_major(x), given_state<H0>{}).first);
   }
   /// Output from initial states h0 and c0, [Layers * D, B, Hidden] each (LSTM).

@@ -58,6 +58,16 @@ template <class T, class S>
 using scan_cotangent_leaf = Input<"luminal.scan.cotangent", T, S>;
 template <std::size_t K, class P>
 using scan_parameter_leaf = Input<numbered_name<"luminal.scan.parameter.", K>(), typename P::value_type, shape_t<P>>;
+/// Forward mode's: the carry's tangent, and the tangent of the input or parameter W.
+template <class T, class S>
+using scan_carry_tangent_leaf = Input<"luminal.scan.carry_tangent", T, S>;
+template <class W>
+using scan_input_tangent_leaf = Input<"luminal.scan.input_tangent", typename W::value_type, shape_t<W>>;
+/// The leaf of one row of Rows ([L, ...] or [L + 1, ...]) as carry or step.
+template <class Rows>
+using scan_carry_leaf_of = scan_carry_leaf<typename Rows::value_type, typename drop_leading_axis<shape_t<Rows>>::type>;
+template <class Rows>
+using scan_step_leaf_of = scan_step_leaf<typename Rows::value_type, typename drop_leading_axis<shape_t<Rows>>::type>;
 
 template <class Body, class Carry, class Step, class ParamIndices, class... P>
 struct scan_body_types;
@@ -143,8 +153,7 @@ constexpr auto scan(Body, Init, Xs, P...) {
                 "captureless lambda): the step is built from its type");
   static_assert(SX::rank >= 1, "luminal: scan's sequence needs a leading axis to walk along");
   static_assert(floating_element<T>, "luminal: scan carries a floating-point state");
-  using step = detail::drop_leading_axis<SX>::type;
-  using out = detail::scan_body_output<Body, detail::scan_carry_leaf<T, S>, detail::scan_step_leaf<typename Xs::value_type, step>,
+  using out = detail::scan_body_output<Body, detail::scan_carry_leaf<T, S>, detail::scan_step_leaf_of<std::remove_cvref_t<Xs>>,
                                        std::remove_cvref_t<P>...>;
   static_assert(std::is_same_v<shape_t<out>, S>,
                 "luminal: scan's body must return a carry of the initial carry's shape");

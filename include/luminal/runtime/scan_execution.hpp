@@ -21,12 +21,23 @@ template <class N, class Runner>
 std::span<const index_t> extents_in(const Runner& runner) {
   return {runner.template dims_of<N>(), shape_t<N>::rank};
 }
-template <class N, class Runner>
-index_t elements_in(const Runner& runner) {
-  index_t n = 1;
-  for (index_t d : extents_in<N>(runner)) n *= d;
-  return n;
-}
+
+/// Node N of the outer program as rows along its leading axis (a sequence's steps, a
+/// scan's carries): row t's memory and every row's extents.
+template <class N, class T = typename N::value_type>
+struct rows_of {
+  T* data;
+  std::span<const index_t> extents;
+  index_t size = 1;  // elements per row
+  template <class Runner>
+  explicit rows_of(const Runner& runner, T* memory)
+      : data(memory), extents{runner.template dims_of<N>() + 1, shape_t<N>::rank - 1} {
+    for (index_t d : extents) size *= d;
+  }
+  template <class Runner>
+  explicit rows_of(const Runner& runner) : rows_of(runner, runner.template data_of<N>()) {}
+  T* operator[](index_t t) const { return data + t * size; }
+};
 
 /// The cotangent the loss sends a carry directly (not through later steps).
 template <class T, class S>
@@ -68,34 +79,26 @@ struct detail::scan_execution<Scan<Body>> {
   template <class N, class Runner, class T>
   static void forward(Runner& runner, T* states) {
     using Init = boost::mp11::mp_at_c<typename N::children, 0>;
-    using Xs = boost::mp11::mp_at_c<typename N::children, 1>;
-    using Params = boost::mp11::mp_drop_c<typename N::children, 2>;
-    using Carry = scan_carry_leaf<T, shape_t<Init>>;
-    using Step = scan_step_leaf<typename Xs::value_type, typename drop_leading_axis<shape_t<Xs>>::type>;
-    const index_t carry_size = elements_in<Init>(runner);
-    const index_t steps = runner.template dims_of<Xs>()[0];
-    const index_t step_size = steps ? elements_in<Xs>(runner) / steps : 0;
-    runner.backend.device_copy(states, runner.template data_of<Init>(), std::size_t(carry_size) * sizeof(T));
-    if (steps == 0) return;
-    boost::mp11::mp_apply<run_steps, boost::mp11::mp_push_front<Params, Carry, Step>>::template run<N, Xs>(
-        runner, states, extents_in<Init>(runner), carry_size, steps, step_size);
+    const rows_of<N, T> carries(runner, states);
+    runner.backend.device_copy(carries[0], runner.template data_of<Init>(), std::size_t(carries.size) * sizeof(T));
+    if (runner.template dims_of<N>()[0] == 1) return;  // no steps
+    boost::mp11::mp_apply<run_steps, boost::mp11::mp_drop_c<typename N::children, 1>>::template run<N>(runner, carries);
   }
 
-  template <class Carry, class Step, class... P>
+  template <class Xs, class... P>
   struct run_steps {
-    template <class Node, class Xs, class Runner, class T>
-    static void run(Runner& runner, T* states, std::span<const index_t> carry_extents, index_t carry_size, index_t steps,
-                    index_t step_size) {
-      using Out = scan_body_output<Body, Carry, Step, P...>;
-      auto& body = scan_body_program<Node, Out>(runner);
+    template <class Node, class Runner, class T>
+    static void run(Runner& runner, const rows_of<Node, T>& carries) {
+      using Carry = scan_carry_leaf_of<Node>;
+      using Step = scan_step_leaf_of<Xs>;
+      auto& body = scan_body_program<Node, scan_body_output<Body, Carry, Step, P...>>(runner);
       bind_scan_parameters<std::remove_cvref_t<decltype(body)>, Runner, P...>(body, runner, std::index_sequence_for<P...>{});
-      const index_t* xd = runner.template dims_of<Xs>();
-      const std::span<const index_t> step_extents{xd + 1, shape_t<Xs>::rank - 1};
-      const auto* xs = runner.template data_of<Xs>();
+      const rows_of<Xs, const typename Xs::value_type> xs(runner);
+      const index_t steps = runner.template dims_of<Xs>()[0];
       for (index_t t = 0; t < steps; ++t) {
-        bind_if_read(body, Carry::name.view(), states + t * carry_size, carry_extents);
-        bind_if_read(body, Step::name.view(), xs + t * step_size, step_extents);
-        body.template write_output_to<0>(states + (t + 1) * carry_size);
+        bind_if_read(body, Carry::name.view(), carries[t], carries.extents);
+        bind_if_read(body, Step::name.view(), xs[t], xs.extents);
+        body.template write_output_to<0>(carries[t + 1]);
         body.run();
       }
       body.template write_output_to<0>(nullptr);
@@ -110,39 +113,34 @@ struct detail::scan_execution<ScanCarryCotangent<Body>> {
   template <class N, class Runner, class T>
   static void backward(Runner& runner, T* cotangents) {
     using G = boost::mp11::mp_at_c<typename N::children, 0>;
-    const index_t steps = runner.template dims_of<G>()[0] - 1;
-    const index_t carry_size = elements_in<G>(runner) / (steps + 1);
-    runner.backend.device_copy(cotangents + steps * carry_size, runner.template data_of<G>() + steps * carry_size,
-                               std::size_t(carry_size) * sizeof(T));
+    const rows_of<N, T> out(runner, cotangents);
+    const rows_of<G, const T> g(runner);
+    const index_t steps = runner.template dims_of<N>()[0] - 1;
+    runner.backend.device_copy(out[steps], g[steps], std::size_t(out.size) * sizeof(T));
     if (steps == 0) return;
-    boost::mp11::mp_apply<run_steps, typename N::children>::template run<N>(runner, cotangents, carry_size, steps);
+    boost::mp11::mp_apply<run_steps, boost::mp11::mp_drop_c<typename N::children, 1>>::template run<N>(runner, out, g);
   }
 
-  template <class G, class States, class Xs, class... P>
+  template <class States, class Xs, class... P>
   struct run_steps {
     template <class Node, class Runner, class T>
-    static void run(Runner& runner, T* cotangents, index_t carry_size, index_t steps) {
-      using S = typename drop_leading_axis<shape_t<G>>::type;
-      using Carry = scan_carry_leaf<T, S>;
-      using Step = scan_step_leaf<typename Xs::value_type, typename drop_leading_axis<shape_t<Xs>>::type>;
-      using Cotangent = scan_cotangent_leaf<T, S>;
-      using Direct = scan_direct_cotangent_leaf<T, S>;
+    static void run(Runner& runner, const rows_of<Node, T>& out,
+                    const rows_of<boost::mp11::mp_first<typename Node::children>, const T>& g) {
+      using Carry = scan_carry_leaf_of<Node>;
+      using Step = scan_step_leaf_of<Xs>;
+      using Cotangent = scan_cotangent_leaf<T, typename Carry::shape>;
+      using Direct = scan_direct_cotangent_leaf<T, typename Carry::shape>;
       using Out = decltype(Direct{} + vjp_of(scan_body_output<Body, Carry, Step, P...>{}, Cotangent{}, Carry{}));
       auto& body = scan_body_program<Node, Out>(runner);
       bind_scan_parameters<std::remove_cvref_t<decltype(body)>, Runner, P...>(body, runner, std::index_sequence_for<P...>{});
-      const std::span<const index_t> carry_extents{runner.template dims_of<G>() + 1, S::rank};
-      const index_t* xd = runner.template dims_of<Xs>();
-      const std::span<const index_t> step_extents{xd + 1, shape_t<Xs>::rank - 1};
-      const index_t step_size = elements_in<Xs>(runner) / steps;
-      const auto* xs = runner.template data_of<Xs>();
-      const T* states = runner.template data_of<States>();
-      const T* g = runner.template data_of<G>();
-      for (index_t t = steps - 1; t >= 0; --t) {  // step t reads carry t and writes carry t + 1
-        bind_if_read(body, Carry::name.view(), states + t * carry_size, carry_extents);
-        bind_if_read(body, Step::name.view(), xs + t * step_size, step_extents);
-        bind_if_read(body, Cotangent::name.view(), cotangents + (t + 1) * carry_size, carry_extents);
-        body.bind_device(Direct::name.view(), g + t * carry_size, carry_extents);
-        body.template write_output_to<0>(cotangents + t * carry_size);
+      const rows_of<States, const T> states(runner);
+      const rows_of<Xs, const typename Xs::value_type> xs(runner);
+      for (index_t t = runner.template dims_of<Xs>()[0] - 1; t >= 0; --t) {  // step t reads carry t, writes carry t + 1
+        bind_if_read(body, Carry::name.view(), states[t], states.extents);
+        bind_if_read(body, Step::name.view(), xs[t], xs.extents);
+        bind_if_read(body, Cotangent::name.view(), out[t + 1], out.extents);
+        body.bind_device(Direct::name.view(), g[t], g.extents);
+        body.template write_output_to<0>(out[t]);
         body.run();
       }
       body.template write_output_to<0>(nullptr);
@@ -156,52 +154,43 @@ struct detail::scan_execution<ScanTangent<Body, Wrt>> {
   /// Wrt): one forward-mode step of the body per step of the scan.
   template <class N, class Runner, class T>
   static void tangent(Runner& runner, T* tangents) {
-    using States = boost::mp11::mp_at_c<typename N::children, 0>;
     using Tangent = boost::mp11::mp_back<typename N::children>;
-    const index_t steps = runner.template dims_of<States>()[0] - 1;
-    const index_t carry_size = elements_in<States>(runner) / (steps + 1);
+    const rows_of<N, T> out(runner, tangents);
     if constexpr (Wrt == 0)
-      runner.backend.device_copy(tangents, runner.template data_of<Tangent>(), std::size_t(carry_size) * sizeof(T));
+      runner.backend.device_copy(out[0], runner.template data_of<Tangent>(), std::size_t(out.size) * sizeof(T));
     else
-      runner.backend.parallel_for(carry_size, zero_fill<T>{tangents});
-    if (steps == 0) return;
+      fill_zero(runner.backend, out[0], std::size_t(out.size) * sizeof(T));
+    if (runner.template dims_of<N>()[0] == 1) return;  // no steps
     using Inner = boost::mp11::mp_pop_back<typename N::children>;  // the node, the sequence, the parameters
-    boost::mp11::mp_apply<run_steps, Inner>::template run<N, Tangent>(runner, tangents, carry_size, steps);
+    boost::mp11::mp_apply<run_steps, Inner>::template run<N, Tangent>(runner, out);
   }
-
-  template <class T>
-  struct zero_fill {
-    T* out;
-    LUMINAL_HD void operator()(index_t begin, index_t end) const {
-      for (index_t i = begin; i < end; ++i) out[i] = T(0);
-    }
-  };
 
   template <class States, class Xs, class... P>
   struct run_steps {
+    using Carry = scan_carry_leaf_of<States>;
+    using Step = scan_step_leaf_of<Xs>;
+    using CarryTangent = scan_carry_tangent_leaf<typename States::value_type, typename Carry::shape>;
+
     template <class Node, class Tangent, class Runner, class T>
-    static void run(Runner& runner, T* tangents, index_t carry_size, index_t steps) {
-      using S = typename drop_leading_axis<shape_t<States>>::type;
-      using Carry = scan_carry_leaf<T, S>;
-      using Step = scan_step_leaf<typename Xs::value_type, typename drop_leading_axis<shape_t<Xs>>::type>;
-      using CarryTangent = Input<"luminal.scan.carry_tangent", T, S>;
+    static void run(Runner& runner, const rows_of<Node, T>& out) {
       using Out = decltype(output(std::index_sequence_for<P...>{}));
+      // Only the name: a parameter's tangent is bound whole, a sequence's a row at a time.
+      constexpr std::string_view input_tangent = scan_input_tangent_leaf<Tangent>::name.view();
       auto& body = scan_body_program<Node, Out>(runner);
       bind_scan_parameters<std::remove_cvref_t<decltype(body)>, Runner, P...>(body, runner, std::index_sequence_for<P...>{});
-      const std::span<const index_t> carry_extents{runner.template dims_of<States>() + 1, S::rank};
-      const index_t* xd = runner.template dims_of<Xs>();
-      const std::span<const index_t> step_extents{xd + 1, shape_t<Xs>::rank - 1};
-      const index_t step_size = elements_in<Xs>(runner) / steps;
-      const auto* xs = runner.template data_of<Xs>();
-      const T* states = runner.template data_of<States>();
-      const T* tangent = runner.template data_of<Tangent>();
-      if constexpr (Wrt >= 2) bind_if_read(body, "luminal.scan.input_tangent", tangent, extents_in<Tangent>(runner));
-      for (index_t t = 0; t < steps; ++t) {
-        bind_if_read(body, Carry::name.view(), states + t * carry_size, carry_extents);
-        bind_if_read(body, Step::name.view(), xs + t * step_size, step_extents);
-        bind_if_read(body, CarryTangent::name.view(), tangents + t * carry_size, carry_extents);
-        if constexpr (Wrt == 1) bind_if_read(body, "luminal.scan.input_tangent", tangent + t * step_size, step_extents);
-        body.template write_output_to<0>(tangents + (t + 1) * carry_size);
+      const rows_of<States, const T> states(runner);
+      const rows_of<Xs, const typename Xs::value_type> xs(runner);
+      const auto tangent = [&] {
+        if constexpr (Wrt == 1) return rows_of<Tangent, const T>(runner);
+        else return runner.template data_of<Tangent>();
+      }();
+      if constexpr (Wrt >= 2) bind_if_read(body, input_tangent, tangent, extents_in<Tangent>(runner));
+      for (index_t t = 0; t < runner.template dims_of<Xs>()[0]; ++t) {
+        bind_if_read(body, Carry::name.view(), states[t], states.extents);
+        bind_if_read(body, Step::name.view(), xs[t], xs.extents);
+        bind_if_read(body, CarryTangent::name.view(), out[t], out.extents);
+        if constexpr (Wrt == 1) bind_if_read(body, input_tangent, tangent[t], tangent.extents);
+        body.template write_output_to<0>(out[t + 1]);
         body.run();
       }
       body.template write_output_to<0>(nullptr);
@@ -211,19 +200,13 @@ struct detail::scan_execution<ScanTangent<Body, Wrt>> {
     /// the tangent of child Wrt.
     template <std::size_t... I>
     static auto output(std::index_sequence<I...>) {
-      using T = typename States::value_type;
-      using S = typename drop_leading_axis<shape_t<States>>::type;
-      using Carry = scan_carry_leaf<T, S>;
-      using Step = scan_step_leaf<typename Xs::value_type, typename drop_leading_axis<shape_t<Xs>>::type>;
-      using CarryTangent = Input<"luminal.scan.carry_tangent", T, S>;
       using Params = boost::mp11::mp_list<scan_parameter_leaf<I, P>...>;
       auto y = Body{}(Carry{}, Step{}, scan_parameter_leaf<I, P>{}...);
       if constexpr (Wrt == 0) {
         return jvp(y, Carry{}, CarryTangent{});
       } else {
         using W = std::conditional_t<Wrt == 1, Step, boost::mp11::mp_at_c<Params, std::size_t(Wrt >= 2 ? Wrt - 2 : 0)>>;
-        using WT = Input<"luminal.scan.input_tangent", typename W::value_type, shape_t<W>>;
-        return jvp(y, Carry{}, W{}, CarryTangent{}, WT{});
+        return jvp(y, Carry{}, W{}, CarryTangent{}, scan_input_tangent_leaf<W>{});
       }
     }
   };
