@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <sys/wait.h>
+#include <xtensor/xarray.hpp>
 
 namespace bench {
 
@@ -38,6 +40,16 @@ inline std::vector<std::filesystem::path> script_dirs() {
     if (!line.empty()) dirs.emplace_back(line);
   if (dirs.empty()) dirs.emplace_back("benchmarks");
   return dirs;
+}
+
+/// An array of the given shape, uniform in [-1, 1) from std::mt19937(seed): a benchmark's
+/// inputs, the same in every run.
+inline xt::xarray<float> random_values(const std::vector<std::size_t>& shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  xt::xarray<float> out = xt::xarray<float>::from_shape(shape);
+  for (auto& v : out) v = dist(rng);
+  return out;
 }
 
 /// Median wall time of `reps` calls of f, in milliseconds, after `warmup` untimed calls.

@@ -23,6 +23,7 @@ Alone: python3 benchmarks/char_gpt.py --layers 4 --width 256 --heads 4 --context
 """
 import argparse
 import math
+import os
 import sys
 
 from bench_common import median_ms
@@ -34,6 +35,10 @@ try:
 except Exception as error:  # noqa: BLE001 - reported to the caller
     print(f"torch_unavailable {error}")
     sys.exit(0)
+
+# The LSTM twin of examples/char_lstm, as its own comparison script defines it.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from char_lstm_torch import CharLSTM  # noqa: E402
 
 
 class Attention(nn.Module):
@@ -82,17 +87,6 @@ class GPT(nn.Module):
         for block in self.h:
             x = block(x)
         return self.lm_head(self.ln_f(x))
-
-
-class CharLSTM(nn.Module):
-    def __init__(self, vocab, embed=64, hidden=128, layers=2):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, embed)
-        self.lstm = nn.LSTM(embed, hidden, num_layers=layers, batch_first=True)
-        self.head = nn.Linear(hidden, vocab)
-
-    def forward(self, tokens):
-        return self.head(self.lstm(self.embed(tokens))[0])
 
 
 def main() -> int:

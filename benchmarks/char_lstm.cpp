@@ -86,7 +86,7 @@ int run_benchmark(int batch, int context, int reps, bool profile, bool peers) {
   float last_loss = 0;
   const double ms = bench::median_ms([&] { last_loss = float(step.run()); }, reps, 2);
   const double tokens_per_step = double(batch) * context;
-  std::printf("char LSTM: embedding %lld, 2 LSTM layers of %lld, context %d, batch %d, %zu threads\n",
+  std::printf("char LSTM: embedding %lld, 2 LSTM layers of %lld, context %d, batch %d, %u threads\n",
               (long long)embed_width, (long long)hidden, context, batch, thread_pool::instance().size());
   std::printf("luminal  %9.2f ms/step  %9.0f tokens/s  (last loss %.4f)\n", ms, tokens_per_step / (ms / 1e3),
               last_loss);

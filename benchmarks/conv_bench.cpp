@@ -17,7 +17,6 @@
 #include <luminal/backends/host.hpp>
 #include <luminal/nn.hpp>
 #include <map>
-#include <random>
 #include <string>
 #include <tuple>
 
@@ -27,14 +26,6 @@ using namespace luminal;
 
 namespace {
 constexpr std::int64_t batch = 32, channels = 32, side = 32;
-
-xt::xarray<float> random_values(std::vector<std::size_t> shape, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  xt::xarray<float> out = xt::xarray<float>::from_shape(shape);
-  for (auto& v : out) v = dist(rng);
-  return out;
-}
 
 /// Median milliseconds of one forward + backward of module m on [32, 32, 32, 32].
 template <class Module>
@@ -46,9 +37,9 @@ double time_case(Module m, int reps) {
   tensor_store store;
   m.initialize(store, 1);
   store.bind(prog);
-  prog.bind("x", random_values({batch, channels, side, side}, 1));
+  prog.bind("x", bench::random_values({batch, channels, side, side}, 1));
   auto extents = shape_t<decltype(y)>::dims;
-  prog.bind("r", random_values({std::size_t(extents[0].offset), std::size_t(extents[1].offset),
+  prog.bind("r", bench::random_values({std::size_t(extents[0].offset), std::size_t(extents[1].offset),
                                 std::size_t(extents[2].offset), std::size_t(extents[3].offset)},
                                2));
   return bench::median_ms([&] { prog.run(); }, reps);

@@ -13,7 +13,6 @@
 #include <luminal/backends/host.hpp>
 #include <luminal/luminal.hpp>
 #include <map>
-#include <random>
 #include <string>
 
 #include "bench_common.hpp"
@@ -23,19 +22,11 @@ using namespace luminal;
 namespace {
 constexpr std::size_t million = std::size_t(1) << 20, side = 1024;
 
-xt::xarray<float> random_values(std::vector<std::size_t> shape, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  xt::xarray<float> out = xt::xarray<float>::from_shape(shape);
-  for (auto& v : out) v = dist(rng);
-  return out;
-}
-
 /// Median milliseconds of one run of y = cumsum over x.
 template <class X, class Y>
 double time_case(X, Y y, std::vector<std::size_t> shape, int reps) {
   auto prog = compile(y);
-  prog.bind("x", random_values(shape, 1));
+  prog.bind("x", bench::random_values(shape, 1));
   return bench::median_ms([&] { prog.run(); }, reps);
 }
 }  // namespace

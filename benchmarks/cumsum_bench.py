@@ -13,20 +13,9 @@ If the framework cannot be imported it prints `<peer>_unavailable <reason>` and 
 """
 import argparse
 import os
-import statistics
 import sys
-import time
 
-
-def median_ms(step, reps, warmup):
-    for _ in range(max(warmup, 1)):
-        step()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+from bench_common import median_ms
 
 
 def main() -> int:
@@ -63,7 +52,7 @@ def main() -> int:
             for key, (shape, dim) in shapes.items():
                 x = torch.rand(shape) * 2 - 1
                 out = torch.empty_like(x)
-                ms = median_ms(lambda: torch.cumsum(x, dim, out=out), args.reps, args.warmup)
+                ms = median_ms(lambda: torch.cumsum(x, dim, out=out), max(args.warmup, 1), args.reps)
                 best[key] = min(best.get(key, ms), ms)
         for key, ms in best.items():
             print(f"torch_{key}_ms {ms:.4f}")
@@ -73,7 +62,7 @@ def main() -> int:
         for key, (shape, dim) in shapes.items():
             x = jax.random.uniform(jax.random.PRNGKey(0), shape, jnp.float32, -1.0, 1.0)
             f = jax.jit(lambda v, d=dim: jnp.cumsum(v, axis=d))
-            print(f"jax_{key}_ms {median_ms(lambda: f(x).block_until_ready(), args.reps, args.warmup):.4f}")
+            print(f"jax_{key}_ms {median_ms(lambda: f(x).block_until_ready(), max(args.warmup, 1), args.reps):.4f}")
     sys.stdout.flush()
     return 0
 
