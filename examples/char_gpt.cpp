@@ -155,23 +155,11 @@ std::uint64_t estimated_bytes(const options& o, int ranks) {
   return 4 * 7 * parameter_count(o) + tokens * (std::uint64_t(o.layers) * per_token_layer + head);
 }
 
-/// `batch` random windows of text: tokens [batch, context] and the next bytes as targets.
+/// `batch` random windows of text (examples::fill_windows), their starts uniform.
 void sample_batch(std::string_view text, int batch, int context, std::mt19937_64& rng, xt::xarray<int>& tokens,
                   xt::xarray<int>& targets) {
-  tokens = xt::xarray<int>::from_shape({std::size_t(batch), std::size_t(context)});
-  targets = tokens;
   std::uniform_int_distribution<std::size_t> start(0, text.size() - std::size_t(context) - 1);
-  for (int b = 0; b < batch; ++b) {
-    std::size_t s = start(rng);
-    for (int t = 0; t < context; ++t) {
-      tokens(b, t) = static_cast<unsigned char>(text[s + t]);
-      targets(b, t) = static_cast<unsigned char>(text[s + t + 1]);
-    }
-  }
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  examples::fill_windows(text, batch, context, [&](std::size_t) { return start(rng); }, tokens, targets);
 }
 
 /// Trains on comm's ranks (a local_communicator: this process alone); rank 0 prints and
@@ -285,7 +273,7 @@ int run(const options& opt, communicator& comm) {
   for (long step = first; !finished; ++step) {
     // Warm-up, then cosine decay to a tenth over the planned steps, or over as many as
     // the time budget allows at the speed so far.
-    const double done = double(step - first), elapsed_so_far = seconds_since(start);
+    const double done = double(step - first), elapsed_so_far = examples::seconds_since(start);
     double horizon = planned >= 0 ? double(planned)
                            : done < 20  ? double(first + 1000)
                                         : double(first) + done * budget / std::max(elapsed_so_far, 1e-3);
@@ -309,11 +297,11 @@ int run(const options& opt, communicator& comm) {
     const double value = t.item<float>(loss);
     running = step == first ? value : 0.95 * running + 0.05 * value;
     tokens_seen += double(opt.batch) * opt.context;
-    const double elapsed = seconds_since(start);
+    const double elapsed = examples::seconds_since(start);
     if (lead && (tty || (step + 1) % 10 == 0))
       std::fprintf(stderr, "%sstep %ld  loss %.4f  %.0f tokens/s  %.0f s%s", tty ? "\r" : "", step + 1, running,
                    tokens_seen / elapsed, elapsed, tty ? "   " : "\n");
-    finished = planned >= 0 ? step + 1 >= planned : seconds_since(start) >= budget;
+    finished = planned >= 0 ? step + 1 >= planned : examples::seconds_since(start) >= budget;
     if (ranks > 1) comm.broadcast(&finished, sizeof finished, 0);  // rank 0's clock ends every rank's run
     if ((step + 1) % opt.eval_every == 0 || finished) {
       const double valid = last_valid = validation_loss();
@@ -332,8 +320,9 @@ int run(const options& opt, communicator& comm) {
   }
   if (!lead) return 0;
   if (optimizer.step_count() > first) {
-    std::printf("trained %ld steps in %.0f s: %.0f tokens/s\n", optimizer.step_count() - first, seconds_since(start),
-                tokens_seen / seconds_since(start));
+    const double elapsed = examples::seconds_since(start);
+    std::printf("trained %ld steps in %.0f s: %.0f tokens/s\n", optimizer.step_count() - first, elapsed,
+                tokens_seen / elapsed);
     std::printf("final validation loss %.4f nats/char: %s the unigram entropy %.3f\n", last_valid,
                 last_valid < entropy ? "below" : "NOT below", entropy);
   }
@@ -342,16 +331,10 @@ int run(const options& opt, communicator& comm) {
     std::string generated(opt.prompt);
     std::mt19937_64 sample_rng(opt.seed);
     for (int i = 0; i < opt.sample; ++i) {
-      const std::size_t n = std::min(generated.size(), std::size_t(opt.context));
-      xt::xarray<int> window = xt::xarray<int>::from_shape({1, n});
-      for (std::size_t k = 0; k < n; ++k) window(0, k) = static_cast<unsigned char>(generated[generated.size() - n + k]);
+      const xt::xarray<int> window = examples::last_window(generated, std::size_t(opt.context));
       tape<> sampling(params);
-      xt::xarray<float> logits = gpt.logits(sampling, window);
-      std::vector<double> weights(vocab);
-      double top = -1e30;
-      for (std::int64_t v = 0; v < vocab; ++v) top = std::max(top, double(logits(0, n - 1, v)));
-      for (std::int64_t v = 0; v < vocab; ++v) weights[v] = std::exp((logits(0, n - 1, v) - top) / opt.temperature);
-      generated.push_back(char(std::discrete_distribution<int>(weights.begin(), weights.end())(sample_rng)));
+      const xt::xarray<float> logits = gpt.logits(sampling, window);
+      generated.push_back(examples::sample_byte(logits, window.shape()[1] - 1, opt.temperature, sample_rng));
     }
     std::printf("---- sample (temperature %.2f) ----\n%s\n----\n", opt.temperature, generated.c_str());
   }

@@ -120,24 +120,6 @@ std::uint64_t draw_below(std::mt19937_64& rng, std::uint64_t n) {
     if (const std::uint64_t r = rng(); r >= threshold) return r % n;
 }
 
-/// `batch` random windows of text: tokens [batch, context] and the next bytes as targets.
-void sample_windows(std::string_view text, int batch, int context, std::mt19937_64& rng, xt::xarray<int>& tokens,
-                    xt::xarray<int>& targets) {
-  tokens = xt::xarray<int>::from_shape({std::size_t(batch), std::size_t(context)});
-  targets = tokens;
-  for (int b = 0; b < batch; ++b) {
-    const std::size_t s = draw_below(rng, text.size() - std::size_t(context));
-    for (int t = 0; t < context; ++t) {
-      tokens(b, t) = static_cast<unsigned char>(text[s + t]);
-      targets(b, t) = static_cast<unsigned char>(text[s + t + 1]);
-    }
-  }
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 int run(const options& opt) {
   if (!opt.checkpoint.empty()) examples::prepare_checkpoint(opt.checkpoint);
   if (!opt.csv.empty()) examples::require_writable(opt.csv, "--csv");
@@ -172,7 +154,7 @@ int run(const options& opt) {
               text.size(), opt.corpus.c_str(), valid_text.size(), entropy);
   std::printf("model: embedding %lld, 2 LSTM layers of %lld, context %d, batch %d: %.2fM parameters%s (set-up %.1f s)\n",
               (long long)embed_width, (long long)hidden, opt.context, opt.batch, double(parameter_count) / 1e6,
-              opt.init.empty() ? "" : (", from " + opt.init).c_str(), seconds_since(set_up));
+              opt.init.empty() ? "" : (", from " + opt.init).c_str(), examples::seconds_since(set_up));
 
   std::ofstream csv;
   if (!opt.csv.empty()) {
@@ -186,7 +168,7 @@ int run(const options& opt) {
     step.store().bind(eval);
     double total = 0;
     for (int i = 0; i < opt.eval_batches; ++i) {
-      sample_windows(valid_text, opt.batch, opt.context, valid_rng, x, y);
+      examples::fill_windows(valid_text, opt.batch, opt.context, [&](std::uint64_t n) { return draw_below(valid_rng, n); }, x, y);
       eval.bind("tokens", x);
       eval.bind("targets", y);
       eval.run();
@@ -204,13 +186,13 @@ int run(const options& opt) {
     // Cosine decay to a tenth over the run (char_lstm_torch.py sets the same rates).
     step.optimizer().lr =
         float(opt.lr * (0.1 + 0.45 * (1 + std::cos(std::numbers::pi * double(t) / double(opt.steps)))));
-    sample_windows(train_text, opt.batch, opt.context, rng, x, y);
+    examples::fill_windows(train_text, opt.batch, opt.context, [&](std::uint64_t n) { return draw_below(rng, n); }, x, y);
     step.bind("tokens", x);
     step.bind("targets", y);
     const double value = step.run();
     if (t < opt.print_losses) std::printf("step %ld loss %.9g\n", t + 1, value);
     running = t == 0 ? value : 0.95 * running + 0.05 * value;
-    const double elapsed = seconds_since(start);
+    const double elapsed = examples::seconds_since(start);
     if (tty || (t + 1) % 10 == 0)
       std::fprintf(stderr, "%sstep %ld  loss %.4f  %.1f ms/step  %.0f tokens/s%s", tty ? "\r" : "", t + 1, running,
                    1e3 * elapsed / double(t + 1), double(t + 1) * opt.batch * opt.context / elapsed, tty ? "   " : "\n");
@@ -225,7 +207,7 @@ int run(const options& opt) {
     }
   }
   if (last > 0) {
-    const double seconds = seconds_since(start);
+    const double seconds = examples::seconds_since(start);
     std::printf("trained %ld steps in %.0f s: %.1f ms/step, %.0f tokens/s\n", last, seconds,
                 1e3 * seconds / double(last), double(last) * opt.batch * opt.context / seconds);
     std::printf("final validation loss %.4f nats/char: %s the unigram entropy %.3f\n", last_valid,
@@ -242,18 +224,11 @@ int run(const options& opt) {
     std::mt19937_64 sample_rng(opt.seed);
     for (int i = 0; i < opt.sample; ++i) {
       // The model reads the last --context characters from a zero state, as in training.
-      const std::size_t n = std::min(generated.size(), std::size_t(opt.context));
-      xt::xarray<int> window = xt::xarray<int>::from_shape({1, n});
-      for (std::size_t k = 0; k < n; ++k) window(0, k) = static_cast<unsigned char>(generated[generated.size() - n + k]);
+      const xt::xarray<int> window = examples::last_window(generated, std::size_t(opt.context));
       eval.bind("tokens", window);
       eval.bind("targets", window);  // unused: the loss is not read
       eval.run();
-      const auto& l = eval.template output<1>();
-      std::vector<double> weights(vocab);
-      double top = -1e30;
-      for (std::int64_t v = 0; v < vocab; ++v) top = std::max(top, double(l(0, n - 1, v)));
-      for (std::int64_t v = 0; v < vocab; ++v) weights[v] = std::exp((l(0, n - 1, v) - top) / opt.temperature);
-      generated.push_back(char(std::discrete_distribution<int>(weights.begin(), weights.end())(sample_rng)));
+      generated.push_back(examples::sample_byte(eval.template output<1>(), window.shape()[1] - 1, opt.temperature, sample_rng));
     }
     std::printf("---- sample (temperature %.2f) ----\n%s\n----\n", opt.temperature, generated.c_str());
   }
