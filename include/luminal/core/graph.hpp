@@ -111,22 +111,43 @@ struct dfs_state<Visited, dfs_frame<N, boost::mp11::mp_list<C, Rest...>, Below>>
 /// (-fbracket-depth), and GCC's walks of an expression recurse as deep as it is.
 template <std::size_t Steps>
 constexpr std::size_t dfs_operands = Steps <= 128 ? Steps : Steps <= 128 * 128 ? Steps / 128 : 128;
-template <class H, std::size_t Steps, class = std::make_index_sequence<dfs_operands<Steps>>>
-struct dfs_advance;
-template <std::size_t Steps>
-struct dfs_chunk {};
-template <class H, std::size_t Steps>
-typename dfs_advance<H, Steps>::type operator>>(H, dfs_chunk<Steps>);
-template <class H, std::size_t Steps, std::size_t... I>
-struct dfs_advance<H, Steps, std::index_sequence<I...>> {
-  using step = std::conditional_t<(Steps <= 128), dfs_tick, dfs_chunk<Steps / dfs_operands<Steps>>>;
-  using type = decltype((std::declval<H>() >> ... >> (void(I), step{})));
-};
-/// Steps until the stack is empty, twice as many each round.
 template <class H, class = void>
 struct dfs_done : std::false_type {};
 template <class H>
 struct dfs_done<H, std::void_t<typename H::visited>> : std::true_type {};
+template <class H, std::size_t Steps, bool Done = dfs_done<H>::value, bool Ticks = (Steps <= 128),
+          class = std::make_index_sequence<Done ? 0 : dfs_operands<Steps>>>
+struct dfs_advance {
+  using type = H;  // the walk is done: the steps left change nothing
+};
+template <std::size_t Steps>
+struct dfs_chunk {};
+template <class O>
+struct dfs_output {};
+template <bool Done, class H, class O>
+struct dfs_walk;
+// Chunks and outputs are applied to a box around the handle, whose member templates are
+// then the only candidates. A namespace-scope operator template taking the handle would
+// be deduced from it at every chunk, the walk's last handle included, and GCC copies the
+// handle's list of nodes done (thousands of them) into each such deduction.
+template <class H>
+struct dfs_box {
+  using handle = H;
+  template <std::size_t Steps>
+  dfs_box<typename dfs_advance<H, Steps>::type> operator>>(dfs_chunk<Steps>) const;
+  template <class O, class Done = H>  // Done: H, named so that only a finished walk is asked for its nodes
+  dfs_box<typename dfs_walk<contains<typename Done::visited, O>::value, Done, O>::type> operator>>(dfs_output<O>) const;
+};
+template <class H, std::size_t Steps, std::size_t... I>
+struct dfs_advance<H, Steps, false, true, std::index_sequence<I...>> {
+  using type = decltype((std::declval<H>() >> ... >> (void(I), dfs_tick{})));
+};
+template <class H, std::size_t Steps, std::size_t... I>
+struct dfs_advance<H, Steps, false, false, std::index_sequence<I...>> {
+  using type = typename decltype((std::declval<dfs_box<H>>() >> ... >>
+                                  (void(I), dfs_chunk<Steps / dfs_operands<Steps>>{})))::handle;
+};
+/// Steps until the stack is empty, twice as many each round.
 template <class H, std::size_t Steps, bool Done = dfs_done<H>::value>
 struct dfs_run {
   using type = H;
@@ -137,8 +158,6 @@ struct dfs_run<H, Steps, false> {
 };
 
 /// The walk from output O, after the nodes done in H: a fold over the outputs.
-template <class O>
-struct dfs_output {};
 template <bool Done, class H, class O>
 struct dfs_walk {
   using type = H;
@@ -148,13 +167,11 @@ struct dfs_walk<false, H, O> {
   using type = typename dfs_run<
       typename dfs_state<typename H::visited, dfs_frame<O, typename O::children, dfs_bottom>>::handle, 16>::type;
 };
-template <class H, class O>
-typename dfs_walk<contains<typename H::visited, O>::value, H, O>::type operator>>(H, dfs_output<O>);
 template <class... Outputs>
 struct dfs_nodes {
-  using start = typename dfs_state<boost::mp11::mp_list<>, dfs_bottom>::handle;
+  using start = dfs_box<typename dfs_state<boost::mp11::mp_list<>, dfs_bottom>::handle>;
   using walked = decltype((std::declval<start>() >> ... >> dfs_output<Outputs>{}));  // start&& if no outputs
-  using type = typename std::remove_reference_t<walked>::visited;
+  using type = typename std::remove_reference_t<walked>::handle::visited;
 };
 }  // namespace detail
 

@@ -91,8 +91,15 @@ using flattened_node =
          decltype(static_extents<typename N::shape>(std::make_index_sequence<N::shape::rank>{})),
          decltype(child_ids<L>(typename N::children{}))>;
 
+/// The flat graph of layout L, a class so that it is worked out once per layout: an alias
+/// of `decltype(f(...))` is substituted again at each use, and GCC then deduces f's
+/// parameter pack (one element per node) again each time.
+template <class L, class Indices = std::make_index_sequence<L::node_count>>
+struct flat_graph;
 template <class L, std::size_t... I>
-auto graph_of(std::index_sequence<I...>) -> graph<L::max_rank, flattened_node<L, I>...>;
+struct flat_graph<L, std::index_sequence<I...>> {
+  using type = graph<L::max_rank, flattened_node<L, I>...>;
+};
 
 /// The first and the second of a flat node's child ids.
 template <class Children>
@@ -107,7 +114,7 @@ struct second_child<std::integer_sequence<int, First, Second, Rest...>> : std::i
 
 /// The flat copy of a program_layout's graph, spelled out.
 template <class Layout>
-using graph_type_of = decltype(detail::graph_of<Layout>(std::make_index_sequence<Layout::node_count>{}));
+using graph_type_of = typename detail::flat_graph<Layout>::type;
 
 #if !LUMINAL_SHORT_NAMES
 template <class Layout>
@@ -124,11 +131,16 @@ namespace key_detail {
 template <class P, std::uint64_t H1 = naming::first_hash<P>, std::uint64_t H2 = naming::second_hash<P>,
           std::size_t = sizeof(naming::name_binding<P, H1, H2>)>
 auto keyed_graph() -> keyed<H1, H2>;
+/// A class, so that the key is worked out once per layout (see flat_graph).
+template <class Layout>
+struct keyed_of {
+  using type = decltype(keyed_graph<graph_type_of<Layout>>());
+};
 }  // namespace key_detail
 }  // namespace
 
 template <class Layout>
-using graph_of = decltype(key_detail::keyed_graph<graph_type_of<Layout>>());
+using graph_of = typename key_detail::keyed_of<Layout>::type;
 #endif
 
 }  // namespace luminal::flat
