@@ -127,9 +127,9 @@ struct dfs_output {};
 template <bool Done, class H, class O>
 struct dfs_walk;
 // Chunks and outputs are applied to a box around the handle, whose member templates are
-// then the only candidates. A namespace-scope operator template taking the handle would
-// be deduced from it at every chunk, the walk's last handle included, and GCC copies the
-// handle's list of nodes done (thousands of them) into each such deduction.
+// then the only candidates. A function template deduced from a handle (a namespace-scope
+// operator>> taking it, std::declval<H>) costs a copy of the handle's list of nodes done,
+// thousands of them, at every step: the folds start from prvalues, H{}, for that reason.
 template <class H>
 struct dfs_box {
   using handle = H;
@@ -140,12 +140,11 @@ struct dfs_box {
 };
 template <class H, std::size_t Steps, std::size_t... I>
 struct dfs_advance<H, Steps, false, true, std::index_sequence<I...>> {
-  using type = decltype((std::declval<H>() >> ... >> (void(I), dfs_tick{})));
+  using type = decltype((H{} >> ... >> (void(I), dfs_tick{})));
 };
 template <class H, std::size_t Steps, std::size_t... I>
 struct dfs_advance<H, Steps, false, false, std::index_sequence<I...>> {
-  using type = typename decltype((std::declval<dfs_box<H>>() >> ... >>
-                                  (void(I), dfs_chunk<Steps / dfs_operands<Steps>>{})))::handle;
+  using type = typename decltype((dfs_box<H>{} >> ... >> (void(I), dfs_chunk<Steps / dfs_operands<Steps>>{})))::handle;
 };
 /// Steps until the stack is empty, twice as many each round.
 template <class H, std::size_t Steps, bool Done = dfs_done<H>::value>
@@ -170,8 +169,8 @@ struct dfs_walk<false, H, O> {
 template <class... Outputs>
 struct dfs_nodes {
   using start = dfs_box<typename dfs_state<boost::mp11::mp_list<>, dfs_bottom>::handle>;
-  using walked = decltype((std::declval<start>() >> ... >> dfs_output<Outputs>{}));  // start&& if no outputs
-  using type = typename std::remove_reference_t<walked>::handle::visited;
+  using walked = decltype((start{} >> ... >> dfs_output<Outputs>{}));  // start if no outputs
+  using type = typename walked::handle::visited;
 };
 }  // namespace detail
 
