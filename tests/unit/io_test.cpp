@@ -322,8 +322,8 @@ TEST_CASE("safetensors: corrupt and invalid files are refused with checkpoint_er
     x.replace(x.find("F32"), 3, "X32");
     write_bytes(bad, x);
     require_refused(bad, "unknown dtype 'X32'");
-    write_safetensors_raw(bad, R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0'));
-    require_refused(bad, "dtype F16, which luminal does not support");
+    write_safetensors_raw(bad, R"({"h":{"dtype":"I16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0'));
+    require_refused(bad, "dtype I16, which luminal does not support");
     write_safetensors_raw(bad, R"({"h":{"dtype":7,"shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0'));
     require_refused(bad, "\"dtype\" is not a string");
   }

@@ -4,6 +4,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "half_types.hpp"
+
 namespace luminal {
 
 using f32 = float;
@@ -11,13 +13,15 @@ using f64 = double;
 using i32 = std::int32_t;
 using boolean = bool;
 
-/// The element types a tensor may hold.
+/// The element types a tensor may hold. bf16 and f16 (core/half_types.hpp) are stored in
+/// 16 bits and computed in f32, each op's result rounded to them, as PyTorch does.
 template <class T>
-concept element_type = std::is_same_v<T, f32> || std::is_same_v<T, f64> ||
-                       std::is_same_v<T, i32> || std::is_same_v<T, boolean>;
+concept element_type = std::is_same_v<T, f32> || std::is_same_v<T, f64> || std::is_same_v<T, i32> ||
+                       std::is_same_v<T, boolean> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 
 template <class T>
-concept floating_element = std::is_same_v<T, f32> || std::is_same_v<T, f64>;
+concept floating_element =
+    std::is_same_v<T, f32> || std::is_same_v<T, f64> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 
 /// The element type of a weight stored in one of ggml's formats (core/quant_format.hpp:
 /// Q4_0, Q4_1, Q8_0, F16, BF16 or F32), the format named when the data is bound
@@ -34,18 +38,22 @@ constexpr std::string_view dtype_name() {
   if constexpr (std::is_same_v<T, f32>) return "f32";
   else if constexpr (std::is_same_v<T, f64>) return "f64";
   else if constexpr (std::is_same_v<T, i32>) return "i32";
+  else if constexpr (std::is_same_v<T, bf16>) return "bf16";
+  else if constexpr (std::is_same_v<T, f16>) return "f16";
   else if constexpr (std::is_same_v<T, quantized>) return "quantized";
   else return "bool";
 }
 
 /// Runtime tag for the API edge (binding buffers whose type is only known at run time).
-enum class dtype_tag { f32, f64, i32, boolean, quantized };
+enum class dtype_tag { f32, f64, i32, boolean, quantized, bf16, f16 };
 
 template <storage_type T>
 constexpr dtype_tag dtype_of() {
   if constexpr (std::is_same_v<T, f32>) return dtype_tag::f32;
   else if constexpr (std::is_same_v<T, f64>) return dtype_tag::f64;
   else if constexpr (std::is_same_v<T, i32>) return dtype_tag::i32;
+  else if constexpr (std::is_same_v<T, bf16>) return dtype_tag::bf16;
+  else if constexpr (std::is_same_v<T, f16>) return dtype_tag::f16;
   else if constexpr (std::is_same_v<T, quantized>) return dtype_tag::quantized;
   else return dtype_tag::boolean;
 }
@@ -55,6 +63,8 @@ constexpr std::string_view dtype_name(dtype_tag tag) {
     case dtype_tag::f32: return "f32";
     case dtype_tag::f64: return "f64";
     case dtype_tag::i32: return "i32";
+    case dtype_tag::bf16: return "bf16";
+    case dtype_tag::f16: return "f16";
     case dtype_tag::quantized: return "quantized";
     default: return "bool";
   }
@@ -65,11 +75,6 @@ using index_t = std::int64_t;
 
 }  // namespace luminal
 
-#if defined(__CUDACC__)
-#define LUMINAL_HD __host__ __device__
-#else
-#define LUMINAL_HD
-#endif
 #define LUMINAL_INLINE LUMINAL_HD inline
 /// Always inlined. On a view's coordinate map (to_child, from_child, inside), so that the
 /// kernel's loop can be strength-reduced: left to GCC's inliner, a large kernel (several

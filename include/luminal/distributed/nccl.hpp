@@ -51,6 +51,8 @@ inline ncclDataType_t nccl_type(dtype_tag type) {
     case dtype_tag::f64: return ncclFloat64;
     case dtype_tag::i32: return ncclInt32;
     case dtype_tag::boolean: return ncclUint8;
+    case dtype_tag::bf16: return ncclBfloat16;
+    case dtype_tag::f16: return ncclFloat16;
     case dtype_tag::quantized: break;
   }
   throw distributed_error("luminal: nccl_communicator: no NCCL type for this element type");

@@ -85,6 +85,13 @@ struct evaluator {
   using nodes = typename P::nodes;
   template <int Id>
   using value_type = typename node_at<nodes, Id>::value_type;
+  /// What node Id's value is computed in: f32 for bf16 and f16, whose values are loaded
+  /// widened, and rounded at each op's output (as_element), as PyTorch's eager ops round
+  /// theirs. A node's value is then the same bits wherever a plan computes it, fused into
+  /// another kernel, recomputed by the backward or stored: no fusion and no retention
+  /// budget changes a result (keeping f32 between fused ops, as torch.compile does, would).
+  template <int Id>
+  using arithmetic = arithmetic_t<value_type<Id>>;
   template <int Id>
   using coords = extents<node_at<nodes, Id>::rank>;
 
@@ -103,20 +110,21 @@ struct evaluator {
 
   /// The value of node Id at coordinates c. With Root, a stored node is computed rather
   /// than loaded: it is the value the running kernel produces.
-  /// With Unchecked, pads are read as if every coordinate were inside them: the loop nest
-  /// asks for it on the part of a row that inside_pads() says is inside every pad.
-  template <int Id, bool Root = false, bool Unchecked = false>
-  LUMINAL_ALWAYS_INLINE static value_type<Id> at(const kernel_context& ctx, const coords<Id>& c) {
+  /// Pads (detail::pads_checked and the others of eval_facts.hpp) says how pads are read:
+  /// each element tested, or decided for a part of a row where pad_intervals() finds each
+  /// pad wholly inside or wholly outside.
+  template <int Id, bool Root = false, std::uint64_t Pads = detail::pads_checked>
+  LUMINAL_ALWAYS_INLINE static arithmetic<Id> at(const kernel_context& ctx, const coords<Id>& c) {
     using N = node_at<nodes, Id>;
     using T = value_type<Id>;
     if constexpr (N::kind == op_kind::input || (!Root && N::stored)) {
-      return static_cast<const T*>(ctx.buffers[Id])[detail::ravel(c, dims<Id>(ctx))];
+      return static_cast<arithmetic<Id>>(static_cast<const T*>(ctx.buffers[Id])[detail::ravel(c, dims<Id>(ctx))]);
     } else if constexpr (N::kind == op_kind::constant) {
-      return static_cast<T>(N::op::value);
+      return as_element<T>(N::op::value);
     } else if constexpr (N::kind == op_kind::extent) {
-      return static_cast<T>(ctx.dims[index_t(Id) * index_t(P::max_rank)]);
+      return as_element<T>(ctx.dims[index_t(Id) * index_t(P::max_rank)]);
     } else if constexpr (N::kind == op_kind::map) {
-      return apply_map<Id, Unchecked>(ctx, c, typename N::children{});
+      return apply_map<Id, Pads>(ctx, c, typename N::children{});
     } else if constexpr (N::kind == op_kind::view) {
       constexpr int C = flat::detail::first_child<typename N::children>::value;
       if constexpr (detail::broadcasts_one_element<P, Id>::value) {
@@ -126,10 +134,16 @@ struct evaluator {
       } else {
         auto child_dims = dims<C>(ctx);
         coords<C> cc = N::op::to_child(c, dims<Id>(ctx), child_dims);
-        if constexpr (op_traits<typename N::op>::pads && !Unchecked) {
-          if (!N::op::inside(cc, child_dims)) return static_cast<T>(N::op::pad_value);
+        if constexpr (!op_traits<typename N::op>::pads) {
+          return at<C, false, detail::child_pads(Pads, 0, detail::top_pads<P, C>::value)>(ctx, cc);
+        } else if constexpr (Pads == detail::pads_checked) {
+          if (!N::op::inside(cc, child_dims)) return as_element<T>(N::op::pad_value);
+          return at<C>(ctx, cc);
+        } else if constexpr (Pads == detail::pads_inside || (Pads & 1) != 0) {
+          return at<C, false, detail::child_pads(detail::pads_inside, 0, detail::top_pads<P, C>::value)>(ctx, cc);
+        } else {
+          return as_element<T>(N::op::pad_value);  // this part of the row is in the padding
         }
-        return at<C, false, Unchecked>(ctx, cc);
       }
     } else if constexpr (N::kind == op_kind::gather) {
       constexpr int Table = flat::detail::first_child<typename N::children>::value;
@@ -137,31 +151,31 @@ struct evaluator {
       constexpr std::size_t index_rank = node_at<nodes, Index>::rank, table_rank = node_at<nodes, Table>::rank;
       coords<Index> ic{};
       for (std::size_t k = 0; k < index_rank; ++k) ic[k] = c[k];
-      index_t row = index_t(at<Index, false, Unchecked>(ctx, ic));
+      index_t row = index_t(at<Index, false, detail::child_pads(Pads, 0, detail::top_pads<P, Index>::value)>(ctx, ic));
       auto table_dims = dims<Table>(ctx);
       if (row < 0 || row >= table_dims[0]) {
         *ctx.error_flag = 1;
-        return T(0);
+        return arithmetic<Id>(0);
       }
       coords<Table> tc{};
       tc[0] = row;
       for (std::size_t k = 1; k < table_rank; ++k) tc[k] = c[index_rank + k - 1];
       return at<Table>(ctx, tc);
     } else if constexpr (N::kind == op_kind::iota) {
-      return static_cast<T>(c[N::op::axis]);
+      return as_element<T>(c[N::op::axis]);
     } else {
       static_assert(N::kind == op_kind::input, "luminal: internal error: a reduce or matmul was not stored");
-      return T{};
+      return arithmetic<Id>{};
     }
   }
 
   /// The value of a flat node (detail::evaluates_flat) at flat index i.
   template <int Id, bool Root = false>
-  LUMINAL_HD static value_type<Id> at_flat(const kernel_context& ctx, index_t i) {
+  LUMINAL_HD static arithmetic<Id> at_flat(const kernel_context& ctx, index_t i) {
     using N = node_at<nodes, Id>;
     using T = value_type<Id>;
     if constexpr (N::kind == op_kind::input || (!Root && N::stored)) {
-      return static_cast<const T*>(ctx.buffers[Id])[i];
+      return static_cast<arithmetic<Id>>(static_cast<const T*>(ctx.buffers[Id])[i]);
     } else if constexpr (N::kind == op_kind::map) {
       return apply_map_flat<Id>(ctx, i, typename N::children{});
     } else if constexpr (N::kind == op_kind::view) {
@@ -173,10 +187,22 @@ struct evaluator {
     }
   }
 
-  template <int Id, bool Unchecked, int... C>
-  LUMINAL_ALWAYS_INLINE static value_type<Id> apply_map(const kernel_context& ctx, const coords<Id>& c,
+  template <int Id, std::uint64_t Pads, int... C>
+  LUMINAL_ALWAYS_INLINE static arithmetic<Id> apply_map(const kernel_context& ctx, const coords<Id>& c,
                                                         std::integer_sequence<int, C...>) {
-    return node_at<nodes, Id>::op::functor::apply(at<C, false, Unchecked>(ctx, c)...);
+    if constexpr (Pads == detail::pads_checked) {
+      return as_element<value_type<Id>>(node_at<nodes, Id>::op::functor::apply(at<C>(ctx, c)...));
+    } else {
+      // Child k's pads are numbered after those of the children before it.
+      constexpr std::array<int, sizeof...(C)> counts{detail::top_pads<P, C>::value...};
+      return apply_map_pads<Id, Pads, counts, C...>(ctx, c, std::make_index_sequence<sizeof...(C)>{});
+    }
+  }
+  template <int Id, std::uint64_t Pads, auto Counts, int... C, std::size_t... K>
+  LUMINAL_ALWAYS_INLINE static arithmetic<Id> apply_map_pads(const kernel_context& ctx, const coords<Id>& c,
+                                                             std::index_sequence<K...>) {
+    return as_element<value_type<Id>>(node_at<nodes, Id>::op::functor::apply(
+        at<C, false, detail::child_pads(Pads, detail::count_before(Counts, K), Counts[K])>(ctx, c)...));
   }
 
   /// The value of node Id at coordinates `fine` of the input of reshape Split, which only
@@ -185,7 +211,7 @@ struct evaluator {
   /// reads its input there, and every other read merges `fine` back into Id's coordinates
   /// by multiply-adds, or needs none. No coordinate is divided.
   template <int Id, bool Root, int Split>
-  LUMINAL_HD static value_type<Id> at_split(const kernel_context& ctx,
+  LUMINAL_HD static arithmetic<Id> at_split(const kernel_context& ctx,
                                             const coords<detail::first_child_at<P, Split>::value>& fine) {
     using N = node_at<nodes, Id>;
     constexpr int Fine = detail::first_child_at<P, Split>::value;
@@ -198,46 +224,64 @@ struct evaluator {
     }
   }
   template <int Id, int Split, class F, int... C>
-  LUMINAL_HD static value_type<Id> apply_map_split(const kernel_context& ctx, const F& fine,
+  LUMINAL_HD static arithmetic<Id> apply_map_split(const kernel_context& ctx, const F& fine,
                                                    std::integer_sequence<int, C...>) {
-    return node_at<nodes, Id>::op::functor::apply(split_child<C, Split>(ctx, fine)...);
+    return as_element<value_type<Id>>(node_at<nodes, Id>::op::functor::apply(split_child<C, Split>(ctx, fine)...));
   }
   template <int C, int Split, class F>
-  LUMINAL_HD static value_type<C> split_child(const kernel_context& ctx, const F& fine) {
+  LUMINAL_HD static arithmetic<C> split_child(const kernel_context& ctx, const F& fine) {
     constexpr int Fine = detail::first_child_at<P, Split>::value;
     using Reshape = typename node_at<nodes, Split>::op;
     if constexpr (detail::leads_to<P, C, Split>::value) return at_split<C, false, Split>(ctx, fine);
     else if constexpr (detail::coordinate_free<P, C>::value) return at<C>(ctx, {});
     else return at<C>(ctx, Reshape::template from_child<node_at<nodes, C>::rank>(fine, dims<Fine>(ctx)));
   }
-  /// Whether coordinates c of node Id are inside every pad the expression reads through
-  /// there (pads_monotone: maps and affine views only).
+  /// The parts of a row of n elements inside the pads below node Id (pads_monotone: maps
+  /// and affine views only), c0 and c1 the row's coordinates at its elements 0 and 1. For
+  /// the k-th pad below no other (top_pads, numbered from `first`): inside[k], where it is
+  /// inside, and all_inside[k], where it and every pad below it are. Views map coordinates
+  /// affinely, so a pad's tested coordinate is b + a j at element j: b and a come from c0
+  /// and c1, and its part of the row from two divisions (none where a is 0 or 1).
+  /// `within`: the all_inside part of the pad above, or null.
   template <int Id, bool Root = false>
-  LUMINAL_HD static bool inside_pads(const kernel_context& ctx, const coords<Id>& c) {
+  LUMINAL_HD static void pad_intervals(const kernel_context& ctx, const coords<Id>& c0, const coords<Id>& c1,
+                                       index_t n, detail::row_part* inside, detail::row_part* all_inside, int first,
+                                       detail::row_part* within) {
     using N = node_at<nodes, Id>;
-    if constexpr (!detail::reads_padding<P, Id, Root>::value) {
-      return true;
+    if constexpr (detail::top_pads<P, Id, Root>::value == 0) {
+      return;
     } else if constexpr (N::kind == op_kind::map) {
-      return inside_children<Id>(ctx, c, typename N::children{});
+      pad_intervals_children<Id>(ctx, c0, c1, n, inside, all_inside, first, within, typename N::children{});
     } else {
+      static_assert(N::kind == op_kind::view, "luminal: internal error: pads below a gather in a padded row");
       constexpr int C = flat::detail::first_child<typename N::children>::value;
       auto child_dims = dims<C>(ctx);
-      coords<C> cc = N::op::to_child(c, dims<Id>(ctx), child_dims);
+      coords<C> cc0 = N::op::to_child(c0, dims<Id>(ctx), child_dims);
+      coords<C> cc1 = N::op::to_child(c1, dims<Id>(ctx), child_dims);
       if constexpr (op_traits<typename N::op>::pads) {
-        if (!N::op::inside(cc, child_dims)) return false;
+        constexpr int axis = detail::pad_axis<typename N::op>::value;
+        const detail::row_part part = detail::pad_part(cc0[axis], cc1[axis] - cc0[axis], child_dims[axis], n);
+        if (within) {
+          *within = detail::intersect(*within, part);
+        } else {
+          inside[first] = all_inside[first] = part;
+          within = &all_inside[first];
+        }
       }
-      return inside_pads<C>(ctx, cc);
+      pad_intervals<C>(ctx, cc0, cc1, n, inside, all_inside, first, within);
     }
   }
   template <int Id, int... C>
-  LUMINAL_HD static bool inside_children(const kernel_context& ctx, const coords<Id>& c,
-                                         std::integer_sequence<int, C...>) {
-    return (inside_pads<C>(ctx, c) && ...);
+  LUMINAL_HD static void pad_intervals_children(const kernel_context& ctx, const coords<Id>& c0, const coords<Id>& c1,
+                                                index_t n, detail::row_part* inside, detail::row_part* all_inside,
+                                                int first, detail::row_part* within, std::integer_sequence<int, C...>) {
+    ((pad_intervals<C>(ctx, c0, c1, n, inside, all_inside, first, within), first += detail::top_pads<P, C>::value),
+     ...);
   }
   template <int Id, int... C>
-  LUMINAL_HD static value_type<Id> apply_map_flat(const kernel_context& ctx, index_t i,
+  LUMINAL_HD static arithmetic<Id> apply_map_flat(const kernel_context& ctx, index_t i,
                                                   std::integer_sequence<int, C...>) {
-    return node_at<nodes, Id>::op::functor::apply(at_flat<C>(ctx, i)...);
+    return as_element<value_type<Id>>(node_at<nodes, Id>::op::functor::apply(at_flat<C>(ctx, i)...));
   }
 };
 

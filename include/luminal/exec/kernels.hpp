@@ -20,12 +20,22 @@ struct fill_zero_body {
   }
 };
 
+/// out[i] = in[i] converted (bf16 or f16 widened to f32, or f32 rounded to them).
+template <class From, class To>
+struct convert_body {
+  const From* in;
+  To* out;
+  LUMINAL_HD void operator()(index_t begin, index_t end) const {
+    for (index_t i = begin; i < end; ++i) out[i] = To(static_cast<arithmetic_t<From>>(in[i]));
+  }
+};
+
 template <class T>
 struct add_into_body {
   T* sum;
   const T* addend;
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
-    for (index_t i = begin; i < end; ++i) sum[i] += addend[i];
+    for (index_t i = begin; i < end; ++i) sum[i] = T(static_cast<arithmetic_t<T>>(sum[i]) + static_cast<arithmetic_t<T>>(addend[i]));
   }
 };
 
@@ -118,7 +128,9 @@ struct kernel_runner {
     using T = typename N::value_type;
     T* out = static_cast<T*>(buffers[Layout::template id<N>::value]);
     constexpr int id = Layout::template id<N>::value;
-    if constexpr (N::kind == op_kind::reduce && Layout::plan.sums_gemm[id]) {
+    if constexpr (is_half_float<T> && (N::kind == op_kind::matmul || (N::kind == op_kind::reduce && Layout::plan.sums_gemm[id]))) {
+      run_widened_matmul<N>(out);
+    } else if constexpr (N::kind == op_kind::reduce && Layout::plan.sums_gemm[id]) {
       run_summed_matmul<boost::mp11::mp_first<typename N::children>, std::size_t(N::op::axis)>(out);
     } else if constexpr (N::kind == op_kind::reduce) {
       using Child = boost::mp11::mp_first<typename N::children>;
@@ -135,6 +147,50 @@ struct kernel_runner {
     } else {
       backend.parallel_for(count_of<N>(), elementwise_kernel<flat_program, id>{ctx, out});
     }
+  }
+
+  /// A matmul (or a sum of matmuls, plan.sums_gemm) of bf16 or f16 operands: each
+  /// operand's memory widened to f32, an f32 GEMM, its product rounded once, as PyTorch's
+  /// CPU matmul rounds its f32 accumulators. Correct and simple: the f32 copies are
+  /// allocated for each run (so a CUDA graph cannot capture it), and GEMMs on the
+  /// hardware's bf16 dot products (AVX512_BF16, tensor cores) are a later step.
+  template <class N, class T>
+  void run_widened_matmul(T* out) {
+    constexpr bool summed = N::kind == op_kind::reduce;
+    using Product = std::conditional_t<summed, boost::mp11::mp_first<typename N::children>, N>;
+    constexpr int memory_a = gemm_operand<boost::mp11::mp_first<typename Product::children>>::memory_id;
+    constexpr int memory_b = gemm_operand<boost::mp11::mp_second<typename Product::children>>::memory_id;
+    struct scratch {  // backend memory, given back however the run ends
+      B& backend;
+      void* memory[3] = {nullptr, nullptr, nullptr};
+      ~scratch() {
+        for (void* p : memory)
+          if (p) backend.deallocate(p);
+      }
+    } wide{backend};
+    auto count_of_id = [&](int id) {
+      index_t n = 1;
+      for (int k = 0; k < Layout::table[std::size_t(id)].rank; ++k) n *= dims[index_t(id) * index_t(Layout::max_rank) + k];
+      return n;
+    };
+    std::array<void*, Layout::node_count> table;
+    for (std::size_t i = 0; i < table.size(); ++i) table[i] = buffers[i];
+    auto widen = [&](int id, int slot) {
+      const index_t n = count_of_id(id);
+      auto* f = static_cast<float*>(wide.memory[slot] = backend.allocate(std::size_t(n) * sizeof(float)));
+      backend.parallel_for(n, convert_body<T, float>{static_cast<const T*>(buffers[id]), f});
+      table[std::size_t(id)] = f;
+    };
+    widen(memory_a, 0);
+    if (memory_b != memory_a) widen(memory_b, 1);
+    const index_t outputs = count_of<N>();
+    auto* product = static_cast<float*>(wide.memory[2] = backend.allocate(std::size_t(outputs) * sizeof(float)));
+    kernel_runner widened = *this;
+    widened.buffers = table.data();
+    if constexpr (summed) widened.template run_summed_matmul<Product, std::size_t(N::op::axis)>(product);
+    else widened.template run_matmul<N>(product);
+    backend.parallel_for(outputs, convert_body<float, T>{product, out});
+    detail::wait_for(backend);  // the scratch is freed on return
   }
 
   /// How a GEMM reads one operand: the node whose extents lay out its memory (batch axes

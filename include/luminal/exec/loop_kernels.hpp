@@ -91,50 +91,138 @@ struct elementwise_kernel {
   /// Short rows in blocks of fewer than 16 along `outer`: see LUMINAL_VECTOR_WIDTHS.
   static constexpr index_t block_length = detail::static_extent(static_extents{}, outer);
   static constexpr bool short_blocks = !flat && short_rows && block_length > 0 && block_length < 16;
+  /// The pads below no other pad (a concat's operands), numbered in walk order. Rows
+  /// through more than max_row_pads of them, each of which has its part of the row on the
+  /// stack, are tested element by element.
+  static constexpr int top_pads = detail::top_pads<P, it, root>::value;
+  static constexpr int max_row_pads = 64;
   /// Rows that read through pads whose tests move monotonically along the row (an
-  /// im2col's zero border, a col2im's shifted windows) run in three parts: the elements
-  /// before and after the interval inside every pad, tested one by one, and that interval
-  /// with no test at all, whose loads are then consecutive and vectorize.
-  static constexpr bool padded_rows =
-      where::split < 0 && detail::reads_padding<P, it, root>::value && detail::pads_monotone<P, it, root>::value;
-  /// At most this many elements are tested at each end of a row; a row whose inside
-  /// interval lies further in (or that has none, as where concat's operands meet) is
-  /// tested element by element.
-  static constexpr index_t edge_limit = 4;
+  /// im2col's zero border, a col2im's shifted windows, a concat's operands) run in parts
+  /// cut where a pad's test changes (run_padded_row): in each part every pad is wholly
+  /// inside, read with no test, or wholly outside, its pad value with nothing under it
+  /// evaluated. The loads are then consecutive and the parts' loops vectorize.
+  static constexpr bool padded_rows = where::split < 0 && detail::reads_padding<P, it, root>::value &&
+                                      detail::pads_monotone<P, it, root>::value && top_pads <= max_row_pads;
+  /// Each part's loop is compiled once per combination of inside and outside pads that
+  /// it may run with (part_variants); a part of another combination, or where a pad below
+  /// an inside one is outside, is tested element by element. With more top pads than
+  /// this, only parts inside every pad have a loop of their own.
+  static constexpr int max_decided_pads = 8;
+  /// The combinations with a loop of their own, as bits of the top pads inside: all of
+  /// them, none, each alone (a concat's operand) and all but each (a slice's gradient
+  /// beside other terms, a col2im's window shifted off the row on another axis).
+  static constexpr auto part_variants = [] {
+    constexpr std::uint64_t all = top_pads >= 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << top_pads) - 1;
+    std::array<std::uint64_t, 2 * max_decided_pads + 2> v{};
+    std::size_t n = 0;
+    auto add = [&](std::uint64_t bits) {
+      for (std::size_t k = 0; k < n; ++k)
+        if (v[k] == bits) return;
+      v[n++] = bits;
+    };
+    add(all);
+    if (top_pads <= max_decided_pads) {
+      add(0);
+      for (int k = 0; k < top_pads; ++k) add(std::uint64_t(1) << k);
+      for (int k = 0; k < top_pads; ++k) add(all & ~(std::uint64_t(1) << k));
+    }
+    return std::pair{v, n};
+  }();
   /// The loop applies a float function (exp2, erf...): see LUMINAL_VECTOR_WIDTHS.
   static constexpr bool arithmetic_bound = detail::applies_costly_map<P, it, root>::value;
   kernel_context ctx;
   T* out;
 
-  /// The value at coordinates c of the loop node (detail::iteration::loop). Always inlined
-  /// into the loop, as the evaluator's walk is (eval.hpp).
+  /// The value at coordinates c of the loop node (detail::iteration::loop), as stored.
+  /// Always inlined into the loop, as the evaluator's walk is (eval.hpp).
   LUMINAL_ALWAYS_INLINE T value(const extents<rank>& c) const {
-    if constexpr (where::split >= 0) return eval::template at_split<it, root, where::split>(ctx, c);
-    else return eval::template at<it, root>(ctx, c);
+    if constexpr (where::split >= 0) return T(eval::template at_split<it, root, where::split>(ctx, c));
+    else return T(eval::template at<it, root>(ctx, c));
   }
 
+  /// A row of n elements from coordinates c: cut where a pad's part of the row (its
+  /// inside, and where every pad below it is inside too) begins or ends, each part run by
+  /// the loop of its combination of pads (part_variants), or tested element by element.
   LUMINAL_HD void run_padded_row(const extents<rank>& c, T* LUMINAL_RESTRICT line, index_t first, index_t n) const {
+    constexpr int pads = top_pads > 0 ? top_pads : 1;
+    detail::row_part inside[pads], all_inside[pads];
+    extents<rank> next = c;
+    next[row] += 1;
+    eval::template pad_intervals<it, root>(ctx, c, next, n, inside, all_inside, 0, nullptr);
+    // Parts from left to right, each ending at the nearest place past its start where a
+    // pad's part begins or ends: a few compares per part, no sort.
+    for (index_t begin = 0, end = n; begin < n; begin = end, end = n) {
+      auto cut_at = [&](index_t cut) { end = cut > begin && cut < end ? cut : end; };
+      for (int k = 0; k < top_pads; ++k) {
+        cut_at(inside[k].lo);
+        cut_at(inside[k].hi);
+        cut_at(all_inside[k].lo);
+        cut_at(all_inside[k].hi);
+      }
+      std::uint64_t bits = top_pads <= max_decided_pads ? 0 : part_variants.first[0];  // all inside
+      bool decided = true;
+      for (int k = 0; k < top_pads; ++k) {
+        if (all_inside[k].lo <= begin && end <= all_inside[k].hi) {
+          if constexpr (top_pads <= max_decided_pads) bits |= std::uint64_t(1) << k;
+        } else if (top_pads > max_decided_pads || !(end <= inside[k].lo || inside[k].hi <= begin)) {
+          decided = false;
+        }
+      }
+      if (!decided || !run_part(c, line, first, begin, end, bits, std::make_index_sequence<part_variants.second>{}))
+        run_part<detail::pads_checked>(c, line, first, begin, end);
+    }
+  }
+  /// Runs elements [begin, end) of a row with the loop of part_variants whose pads inside
+  /// are `bits`, if there is one.
+  template <std::size_t... V>
+  LUMINAL_ALWAYS_INLINE bool run_part(const extents<rank>& c, T* LUMINAL_RESTRICT line, index_t first, index_t begin,
+                                      index_t end, std::uint64_t bits, std::index_sequence<V...>) const {
+    return ((bits == part_variants.first[V] &&
+             (run_part<decided_pads(part_variants.first[V])>(c, line, first, begin, end), true)) ||
+            ...);
+  }
+  template <std::uint64_t Pads>
+  LUMINAL_HD void run_part(const extents<rank>& c, T* line, index_t first, index_t begin, index_t end) const {
+#ifdef LUMINAL_VECTOR_WIDTHS
+    if constexpr (Pads == detail::pads_checked || Pads == detail::pads_inside)
+      part_loop<Pads>(c, line, first, begin, end);
+    else if constexpr (arithmetic_bound) run_part_wide<Pads>(c, line, first, begin, end);
+    else run_part_loop<Pads>(c, line, first, begin, end);
+#else
+    part_loop<Pads>(c, line, first, begin, end);
+#endif
+  }
+#ifdef LUMINAL_VECTOR_WIDTHS
+  // The loops of parts with some pad outside are functions of their own: GCC's inliner
+  // stops at a function's size, and a row's loops inlined together (a concat's, one per
+  // operand) left its float functions (exp2) calls per element, in loops that no longer vectorized. The
+  // loops of rows inside every pad, and the tested ends of rows (an im2col's, a
+  // col2im's), stay inline: there a call per part cost more than a row of 32 elements.
+  template <std::uint64_t Pads>
+  [[gnu::noinline]] void run_part_loop(const extents<rank>& c, T* line, index_t first, index_t begin,
+                                       index_t end) const {
+    part_loop<Pads>(c, line, first, begin, end);
+  }
+  template <std::uint64_t Pads>
+  [[gnu::noinline, gnu::target("prefer-vector-width=512")]] void run_part_wide(const extents<rank>& c, T* line,
+                                                                               index_t first, index_t begin,
+                                                                               index_t end) const {
+    part_loop<Pads>(c, line, first, begin, end);
+  }
+#endif
+  template <std::uint64_t Pads>
+  LUMINAL_ALWAYS_INLINE void part_loop(const extents<rank>& c, T* LUMINAL_RESTRICT line, index_t first, index_t begin,
+                                       index_t end) const {
     extents<rank> at_j = c;
-    auto tested = [&](index_t j) {
+    for (index_t j = begin; j < end; ++j) {
       at_j[row] = first + j;
-      line[j] = eval::template at<it, root>(ctx, at_j);
-    };
-    auto inside = [&](index_t j) {
-      at_j[row] = first + j;
-      return eval::template inside_pads<it, root>(ctx, at_j);
-    };
-    index_t lo = 0, hi = n;
-    bool lo_inside = false, hi_inside = false;
-    for (index_t k = 0; k < edge_limit && lo < hi && !(lo_inside = inside(lo)); ++k) tested(lo++);
-    for (index_t k = 0; k < edge_limit && lo < hi && !(hi_inside = inside(hi - 1)); ++k) tested(--hi);
-    if (!(lo_inside && hi_inside)) {  // no interval found near the ends
-      for (index_t j = lo; j < hi; ++j) tested(j);
-      return;
+      line[j] = T(eval::template at<it, root, Pads>(ctx, at_j));
     }
-    for (index_t j = lo; j < hi; ++j) {
-      at_j[row] = first + j;
-      line[j] = eval::template at<it, root, true>(ctx, at_j);
-    }
+  }
+  /// The evaluator's Pads (eval_facts.hpp) for the top pads inside given by bits.
+  static constexpr std::uint64_t decided_pads(std::uint64_t bits) {
+    return top_pads >= 64 || bits == (std::uint64_t(1) << top_pads) - 1 ? detail::pads_inside
+                                                                         : detail::pads_decided | bits;
   }
 
   LUMINAL_ALWAYS_INLINE void run_short_rows(index_t begin, index_t end, const extents<rank>& d) const {
@@ -200,9 +288,9 @@ struct elementwise_kernel {
   LUMINAL_ALWAYS_INLINE void run(index_t begin, index_t end) const {
     if constexpr (flat) {
       T* LUMINAL_RESTRICT o = out;
-      for (index_t i = begin; i < end; ++i) o[i] = eval::template at_flat<it, root>(ctx, i);
+      for (index_t i = begin; i < end; ++i) o[i] = T(eval::template at_flat<it, root>(ctx, i));
     } else if constexpr (rank == 0) {
-      if (begin < end) out[0] = eval::template at<it, root>(ctx, {});
+      if (begin < end) out[0] = T(eval::template at<it, root>(ctx, {}));
     } else if constexpr (short_rows) {
       run_short_rows(begin, end, eval::template dims<where::loop>(ctx));
     } else {
@@ -222,7 +310,7 @@ struct elementwise_kernel {
           auto out_dims = eval::template dims<where::permute>(ctx);
           for (index_t j = 0; j < n; ++j) {
             c[row] = first + j;
-            out[detail::ravel(Perm::op::from_child(c), out_dims)] = eval::template at<it>(ctx, c);
+            out[detail::ravel(Perm::op::from_child(c), out_dims)] = T(eval::template at<it>(ctx, c));
           }
         }
       });
@@ -239,11 +327,13 @@ struct elementwise_kernel {
 /// combines its elements in the same order either way, and the row's reads advance at a
 /// fixed stride. Backends that split the reduced axis across threads (a block per output
 /// on a GPU) use identity / combine / element / store through parallel_reduce.
+/// A reduction of bf16 or f16 values accumulates in f32 and rounds once, on store.
 template <class P, int Id>
 struct reduce_kernel {
   using eval = evaluator<P>;
   using N = node_at<typename P::nodes, Id>;
-  using T = typename eval::template value_type<Id>;
+  using S = typename eval::template value_type<Id>;  // as stored
+  using T = arithmetic_t<S>;                         // as accumulated
   using F = typename N::op::functor;
   using value_type = T;
   static constexpr int child = flat::detail::first_child<typename N::children>::value;
@@ -262,17 +352,18 @@ struct reduce_kernel {
   }();
   static constexpr bool short_window = static_extent >= 0 && static_extent <= lanes;
   kernel_context ctx;
-  T* out;
+  S* out;
 
   LUMINAL_HD void operator()(index_t begin, index_t end) const {
     index_t extent = eval::template dims<child>(ctx)[axis];
     detail::for_each_row<row>(begin, end, eval::template dims<Id>(ctx),
                               [&](extents<rank>& c, index_t i, index_t first, index_t n) {
-      T* LUMINAL_RESTRICT line = out + i;
-      if constexpr (axis == row || (axis > row && !short_window)) {  // axis == row: one output per row
+      S* LUMINAL_RESTRICT line = out + i;
+      // axis == row: one output per row. A row of bf16 or f16 outputs is no accumulator.
+      if constexpr (axis == row || (axis > row && !short_window) || !std::is_same_v<S, T>) {
         for (index_t j = 0; j < n; ++j) {
           c[row] = first + j;
-          line[j] = reduce_one(c, extent);
+          line[j] = S(reduce_one(c, extent));
         }
       } else {
         for (index_t j = 0; j < n; ++j) line[j] = identity();
@@ -362,7 +453,7 @@ struct reduce_kernel {
     c[axis] = k;
     return eval::template at<child>(ctx, c);
   }
-  LUMINAL_HD void store(index_t o, T value) const { out[o] = value; }
+  LUMINAL_HD void store(index_t o, T value) const { out[o] = S(value); }
 };
 
 }  // namespace luminal

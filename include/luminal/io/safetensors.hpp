@@ -337,7 +337,7 @@ inline tensor_store read_tensors(const std::string& path, opened_file& file, con
 ///     whitespace), nests deeper than 127 levels, repeats a key (at the top, in
 ///     "__metadata__", or within a tensor), or has a "__metadata__" that is not an
 ///     object of strings (safetensors_header.hpp);
-///   - a dtype other than F32, F64, I32, BOOL and I64 (which loads as i32, and is refused
+///   - a dtype other than F32, F64, BF16, F16, I32, BOOL and I64 (which loads as i32, and is refused
 ///     when a value does not fit); a shape that is not a list of non-negative
 ///     integers, or whose byte size overflows; data_offsets that are not two integers
 ///     begin <= end, that run past the data, or whose length is not shape * dtype size;

@@ -10,8 +10,9 @@
 //     auto h = luminal::detail::safetensors::parse_header(text, data_bytes, "model.safetensors");
 //     for (const auto& t : h.tensors) use(t.name, t.entry.dtype, t.entry.shape, t.begin, t.end);
 //
-// F16 and BF16 are refused unless the caller reads them itself (half_floats::accept, as
-// io/safetensors_mapped.hpp does for models whose kernels take half-precision weights).
+// F16 and BF16 load as luminal's f16 and bf16 (core/half_types.hpp); a caller that reads
+// them itself gets them marked instead (half_floats::accept, as io/safetensors_mapped.hpp
+// does for models whose kernels take half-precision weights as they lie).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -31,6 +32,8 @@ constexpr std::string_view format_dtype(dtype_tag tag) {
     case dtype_tag::f32: return "F32";
     case dtype_tag::f64: return "F64";
     case dtype_tag::i32: return "I32";
+    case dtype_tag::bf16: return "BF16";
+    case dtype_tag::f16: return "F16";
     default: return "BOOL";
   }
 }
@@ -40,20 +43,22 @@ inline bool parse_dtype(std::string_view name, dtype_tag& out) {
   else if (name == "F64") out = dtype_tag::f64;
   else if (name == "I32") out = dtype_tag::i32;
   else if (name == "BOOL") out = dtype_tag::boolean;
+  else if (name == "BF16") out = dtype_tag::bf16;
+  else if (name == "F16") out = dtype_tag::f16;
   else return false;
   return true;
 }
 
 /// safetensors dtypes that are valid in the format but that luminal does not hold.
 inline bool known_other_dtype(std::string_view name) {
-  static constexpr std::string_view others[] = {"F16", "BF16", "F8_E4M3", "F8_E5M2", "I8", "I16",
-                                                "U8",  "U16",  "U32",     "U64",     "C64"};
+  static constexpr std::string_view others[] = {"F8_E4M3", "F8_E5M2", "I8", "I16", "U8", "U16", "U32", "U64", "C64"};
   return std::find(std::begin(others), std::end(others), name) != std::end(others);
 }
 
-/// Whether parse_header takes F16 and BF16 tensors (2 bytes an element) or refuses them.
-/// load_safetensors refuses them: its tensor_store holds no half-precision type.
-enum class half_floats { refuse, accept };
+/// Whether parse_header marks F16 and BF16 tensors as half_float (their entry's dtype left
+/// f32, for a caller that reads their bytes itself) or reads them as dtype_tag::f16 and
+/// dtype_tag::bf16, as load_safetensors does.
+enum class half_floats { as_elements, accept };
 
 /// A half-precision dtype of the file (only with half_floats::accept).
 enum class half_float : std::uint8_t { none, f16, bf16 };
@@ -87,7 +92,7 @@ inline std::string tensor_label(std::string_view name) { return "tensor '" + exc
 /// Reads one tensor's object (the scanner is before its '{'). Messages are built only
 /// when something is wrong: this runs once per tensor of headers with a million of them.
 inline tensor_header read_tensor(json_scanner& scan, std::string name, std::uint64_t data_size,
-                                 half_floats halves = half_floats::refuse) {
+                                 half_floats halves = half_floats::as_elements) {
   auto where = [&] { return tensor_label(name); };
   if (scan.peek_value() != '{') scan.fail_here(where() + " is not described by a JSON object");
   scan.open('{');
@@ -117,7 +122,7 @@ inline tensor_header read_tensor(json_scanner& scan, std::string name, std::uint
         } else if (!parse_dtype(dtype_text, t.entry.dtype)) {
           if (known_other_dtype(dtype_text))
             scan.fail_here(where() + " has dtype " + dtype_text +
-                           ", which luminal does not support (F32, F64, I32, BOOL, and I64 read as I32)");
+                           ", which luminal does not support (F32, F64, BF16, F16, I32, BOOL, and I64 read as I32)");
           scan.fail_here(where() + " has unknown dtype '" + excerpt(dtype_text) + "'");
         }
       } else if (key == "shape") {
@@ -212,7 +217,7 @@ inline void narrow_i64(tensor_store::entry& entry, std::string_view name, const 
 /// bytes. Throws checkpoint_error naming `path` and what is wrong. The tensors come
 /// sorted by name; their overlap and coverage of the data are the caller's to check.
 inline header parse_header(std::string_view text, std::uint64_t data_size, const std::string& path,
-                           half_floats halves = half_floats::refuse) {
+                           half_floats halves = half_floats::as_elements) {
   if (const std::size_t bad = invalid_utf8_at(text); bad != std::string_view::npos)
     fail(path, "header is not valid JSON: it is not UTF-8 (byte " + std::to_string(bad) + ")");
   json_scanner scan(text, path);

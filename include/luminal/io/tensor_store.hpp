@@ -161,6 +161,8 @@ constexpr std::size_t dtype_size(dtype_tag tag) {
     case dtype_tag::f32: return 4;
     case dtype_tag::f64: return 8;
     case dtype_tag::i32: return 4;
+    case dtype_tag::bf16: return 2;
+    case dtype_tag::f16: return 2;
     default: return 1;
   }
 }
@@ -199,6 +201,44 @@ inline void copy_from_little_endian(T* out, const std::byte* in, std::size_t cou
       std::memcpy(out + i, b, sizeof(T));
     }
   }
+}
+
+/// Whether an entry of dtype `stored` binds a leaf of dtype `leaf` by conversion: both
+/// floating, one of them bf16 or f16 (PyTorch's load_state_dict copies into each
+/// parameter's dtype: a f32 checkpoint loads into a bf16 model, and back).
+constexpr bool converts_on_binding(dtype_tag stored, dtype_tag leaf) {
+  auto floating = [](dtype_tag t) {
+    return t == dtype_tag::f32 || t == dtype_tag::f64 || t == dtype_tag::bf16 || t == dtype_tag::f16;
+  };
+  auto half = [](dtype_tag t) { return t == dtype_tag::bf16 || t == dtype_tag::f16; };
+  return stored != leaf && floating(stored) && floating(leaf) && (half(stored) || half(leaf));
+}
+
+/// The elements of little-endian floating `bytes` of dtype `stored` converted to T: exact
+/// where T holds them, rounded to nearest even otherwise (through f32 from f64, as
+/// PyTorch's copy_ rounds a double into bf16).
+template <floating_element T>
+std::vector<T> converted_elements(dtype_tag stored, std::span<const std::byte> bytes) {
+  const std::size_t count = bytes.size() / dtype_size(stored);
+  std::vector<T> out(count);
+  auto convert = [&]<class From>(From) {
+    std::vector<From> in(count);
+    copy_from_little_endian(in.data(), bytes.data(), count);
+    for (std::size_t i = 0; i < count; ++i) {
+      using Wide = std::conditional_t<std::is_same_v<From, f64> || std::is_same_v<T, f64>, f64, f32>;
+      const Wide value = static_cast<Wide>(static_cast<arithmetic_t<From>>(in[i]));
+      if constexpr (is_half_float<T>) out[i] = T(static_cast<float>(value));
+      else out[i] = static_cast<T>(value);
+    }
+  };
+  switch (stored) {
+    case dtype_tag::f32: convert(f32{}); break;
+    case dtype_tag::f64: convert(f64{}); break;
+    case dtype_tag::bf16: convert(bf16{}); break;
+    case dtype_tag::f16: convert(f16{}); break;
+    default: break;
+  }
+  return out;
 }
 
 }  // namespace detail
@@ -319,6 +359,9 @@ class tensor_store {
   /// matched nothing). Leaves it has no entry for are left as they are: bind them yourself
   /// (run() names any left unbound). An entry of another element type throws store_error
   /// naming both, before anything is bound; a wrong shape throws the program's input_error.
+  /// Floating entries and leaves where one of the two is bf16 or f16 are converted as
+  /// PyTorch's load_state_dict converts: an F32 file binds a bf16 parameter rounded to
+  /// nearest even, a BF16 file an f32 one exactly.
   ///     auto eval = compile(argmax<1>(fc2(relu(fc1(x)))));
   ///     store.bind(eval);  eval.bind("x", images);
   ///     store.bind(eval, {{"", "model."}});   // the file's names are "model.fc1.weight", ...
@@ -362,7 +405,7 @@ class tensor_store {
         throw store_error("luminal: tensor_store entry '" + stored + "' cannot bind the program's input '" +
                           std::string(name) + "', which holds quantized blocks (program::bind_quantized)");
       } else {
-        if (it->second.dtype != dtype_of<T>())
+        if (it->second.dtype != dtype_of<T>() && !detail::converts_on_binding(it->second.dtype, dtype_of<T>()))
           throw store_error("luminal: tensor_store entry '" + stored + "' holds " +
                             std::string(dtype_name(it->second.dtype)) + ", but the program's input '" +
                             std::string(name) + "' is " + std::string(dtype_name<T>()));
@@ -459,6 +502,13 @@ class tensor_store {
         auto it = entries_.find(stored);
         if (it == entries_.end()) return;
         const std::span<const index_t> shape(it->second.shape);
+        if constexpr (floating_element<T>) {
+          if (it->second.dtype != dtype_of<T>()) {  // converts_on_binding (match checked it)
+            const std::vector<T> values = detail::converted_elements<T>(it->second.dtype, it->second.data);
+            prog.bind(L::name.view(), values.data(), shape);
+            return;
+          }
+        }
         if constexpr (std::endian::native == std::endian::little && !std::is_same_v<T, bool>) {
           prog.bind(L::name.view(), reinterpret_cast<const T*>(it->second.data.data()), shape);
         } else {  // bytes that are not T's representation here: convert them first

@@ -18,7 +18,14 @@ namespace luminal {
 template <expression A, broadcasts_with<A> B> constexpr auto operator-(A a, B b) { return a + neg(b); }
 /// a / b with broadcasting (floating point).
 template <expression A, broadcasts_with<A> B> constexpr auto operator/(A a, B b) {
-  if constexpr (is_literal<std::remove_cvref_t<B>>::value) return a * c<1.0 / std::remove_cvref_t<B>::value>;
+  using TA = std::remove_cvref_t<A>;
+  using TB = std::remove_cvref_t<B>;
+  // bf16 or f16 over the same type or a literal: in f32, one rounding (cast.hpp). Other
+  // mixes go on to the product, which names the two element types.
+  if constexpr ((detail::half_valued<A> && (is_literal<TB>::value || std::is_same_v<value_t<A>, value_t<B>>)) ||
+                (detail::half_valued<B> && is_literal<TA>::value))
+    return cast<value_t<std::conditional_t<detail::half_valued<A>, A, B>>>(detail::widened(a) / detail::widened(b));
+  else if constexpr (is_literal<std::remove_cvref_t<B>>::value) return a * c<1.0 / std::remove_cvref_t<B>::value>;
   else return a * recip(b);
 }
 /// A plain number as an operand (`x * 2.0`, `1 - x`) is refused with one message: a
@@ -99,13 +106,22 @@ LUMINAL_REFUSE_UNBROADCASTABLE(greater_equal)
 LUMINAL_REFUSE_UNBROADCASTABLE(equal)
 
 /// e^x = 2^(x log2 e).
-template <expression X> constexpr auto exp(X x) { return exp2(x * c<std::numbers::log2e>); }
+template <expression X> constexpr auto exp(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(exp(cast<f32>(x)));  // cast.hpp
+  else return exp2(x * c<std::numbers::log2e>);
+}
 /// Natural log = log2(x) ln 2.
-template <expression X> constexpr auto log(X x) { return log2(x) * c<std::numbers::ln2>; }
+template <expression X> constexpr auto log(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(log(cast<f32>(x)));  // cast.hpp
+  else return log2(x) * c<std::numbers::ln2>;
+}
 /// x*x.
 template <expression X> constexpr auto square(X x) { return x * x; }
 /// 1/sqrt(x), as torch.rsqrt (inf at 0, gradient -inf there).
-template <expression X> constexpr auto rsqrt(X x) { return recip(sqrt(x)); }
+template <expression X> constexpr auto rsqrt(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(rsqrt(cast<f32>(x)));  // cast.hpp
+  else return recip(sqrt(x));
+}
 /// |x| = max(x, -x): the tie at 0 splits the gradient into +1/2 and -1/2, so abs'(0) = 0,
 /// as torch.abs (whose gradient is sign(x)).
 template <expression X> constexpr auto abs(X x) { return max(x, neg(x)); }
@@ -126,16 +142,26 @@ template <double Slope = 0.01, expression X> constexpr auto leaky_relu(X x) {
 /// 1 / (1 + e^-x).
 /// The exponent is capped at 88 (x >= -88, where e^-x is still finite in float32): past it
 /// e^-x is infinite and the reciprocal's gradient inf * 0, NaN where torch gives 0.
-template <expression X> constexpr auto sigmoid(X x) { return recip(exp(neg(max(x, c<-88.0>))) + c<1.0>); }
+template <expression X> constexpr auto sigmoid(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(sigmoid(cast<f32>(x)));  // cast.hpp
+  else return recip(exp(neg(max(x, c<-88.0>))) + c<1.0>);
+}
 /// SiLU (swish), x sigmoid(x), as torch.nn.functional.silu: Llama's gated MLP.
-template <expression X> constexpr auto silu(X x) { return x * sigmoid(x); }
+template <expression X> constexpr auto silu(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(silu(cast<f32>(x)));  // cast.hpp
+  else return x * sigmoid(x);
+}
 /// tanh x = 2 sigmoid(2x) - 1.
-template <expression X> constexpr auto tanh(X x) { return sigmoid(x * c<2.0>) * c<2.0> - c<1.0>; }
+template <expression X> constexpr auto tanh(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(tanh(cast<f32>(x)));  // cast.hpp
+  else return sigmoid(x * c<2.0>) * c<2.0> - c<1.0>;
+}
 /// log(1 + e^x) as torch.nn.functional.softplus (beta 1, threshold 20): x itself above 20.
 /// Capping x at 30 in the other branch keeps e^x finite where `where` does not take it, so
 /// that branch's gradient there is 0, not inf * 0.
 template <expression X> constexpr auto softplus(X x) {
-  return where(less_than(c<20.0>, x), x, log1p(exp(min(x, c<30.0>))));
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(softplus(cast<f32>(x)));  // cast.hpp
+  else return where(less_than(c<20.0>, x), x, log1p(exp(min(x, c<30.0>))));
 }
 
 /// GELU's two forms, spelled as torch's `approximate=` argument: `gelu(x)` is exact,
@@ -148,13 +174,15 @@ inline constexpr tanh_t tanh{};
 }  // namespace approximate
 /// GELU, exact: x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), as torch.nn.functional.gelu(x).
 template <expression X> constexpr auto gelu(X x, approximate::none_t = {}) {
-  return x * c<0.5> * (erf(x * c<std::numbers::sqrt2 / 2>) + c<1.0>);
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(gelu(cast<f32>(x)));  // cast.hpp
+  else return x * c<0.5> * (erf(x * c<std::numbers::sqrt2 / 2>) + c<1.0>);
 }
 /// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as
 /// torch.nn.functional.gelu(x, approximate="tanh").
 template <expression X> constexpr auto gelu(X x, approximate::tanh_t) {
   constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
-  return x * c<0.5> * (tanh((x + x * x * x * c<0.044715>) * c<k>) + c<1.0>);
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(gelu(cast<f32>(x), approximate::tanh));  // cast.hpp
+  else return x * c<0.5> * (tanh((x + x * x * x * c<0.044715>) * c<k>) + c<1.0>);
 }
 /// min(max(x, Lo), Hi), as torch.clamp: the gradient is 1 strictly between the bounds and
 /// 0 at them and outside (torch 2.x; a tie with a constant gives x no gradient).
@@ -178,21 +206,31 @@ template <double Min = -1.0, double Max = 1.0, expression X> constexpr auto hard
 }
 /// relu6(x + 3) / 6, as torch.nn.functional.hardsigmoid: the gradient is 1/6 strictly
 /// between -3 and 3 and 0 at them.
-template <expression X> constexpr auto hardsigmoid(X x) { return relu6(x + c<3.0>) * c<1.0 / 6.0>; }
+template <expression X> constexpr auto hardsigmoid(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(hardsigmoid(cast<f32>(x)));  // cast.hpp
+  else return relu6(x + c<3.0>) * c<1.0 / 6.0>;
+}
 /// x hardsigmoid(x), as torch.nn.functional.hardswish (MobileNetV3): the gradient is 0 at
 /// -3 and 1 at 3, as torch's.
-template <expression X> constexpr auto hardswish(X x) { return x * hardsigmoid(x); }
+template <expression X> constexpr auto hardswish(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(hardswish(cast<f32>(x)));  // cast.hpp
+  else return x * hardsigmoid(x);
+}
 namespace detail {
 /// torch's elu kernel, which elu, selu and celu share: Pos x for x > 0, else
 /// Neg (e^(In x) - 1), so the gradient at 0 is Neg In. The exponential sees min(x, 0)
 /// (spelled with where, so that x = 0 keeps its gradient): e^x of a large x would make the
 /// unused branch's gradient inf * 0.
 template <double Pos, double Neg, double In, expression X> constexpr auto elu_form(X x) {
-  auto positive = less_than(c<0.0>, x);
-  auto negative_part = where(positive, c<0.0>, x);
-  auto below = expm1(negative_part * c<In>) * c<Neg>;
-  if constexpr (Pos == 1.0) return where(positive, x, below);
-  else return where(positive, x * c<Pos>, below);
+  if constexpr (half_valued<X>) {
+    return cast<value_t<X>>(elu_form<Pos, Neg, In>(cast<f32>(x)));  // cast.hpp
+  } else {
+    auto positive = less_than(c<0.0>, x);
+    auto negative_part = where(positive, c<0.0>, x);
+    auto below = expm1(negative_part * c<In>) * c<Neg>;
+    if constexpr (Pos == 1.0) return where(positive, x, below);
+    else return where(positive, x * c<Pos>, below);
+  }
 }
 inline constexpr double selu_alpha = 1.6732632423543772848170429916717;
 inline constexpr double selu_scale = 1.0507009873554804934193349852946;
@@ -217,22 +255,36 @@ template <double Alpha = 1.0, expression X> constexpr auto celu(X x) {
 /// for x < 0 and 1 - 2u^2 / (2u^2 + 2u + 1) otherwise. (u is recomputed, not shared, so
 /// mish fuses into one kernel.)
 template <expression X> constexpr auto mish(X x) {
-  auto u = exp(neg(abs(x)));
-  auto below = u * (u + c<2.0>) / (square(u + c<1.0>) + c<1.0>);
-  auto above = c<1.0> - u * u * c<2.0> / ((u * c<2.0> + c<2.0>) * u + c<1.0>);
-  return x * where(less_than(x, c<0.0>), below, above);
+  if constexpr (detail::half_valued<X>) {
+    return cast<value_t<X>>(mish(cast<f32>(x)));  // cast.hpp
+  } else {
+    auto u = exp(neg(abs(x)));
+    auto below = u * (u + c<2.0>) / (square(u + c<1.0>) + c<1.0>);
+    auto above = c<1.0> - u * u * c<2.0> / ((u * c<2.0> + c<2.0>) * u + c<1.0>);
+    return x * where(less_than(x, c<0.0>), below, above);
+  }
 }
 /// log(sigmoid(x)) = -softplus(-x), as torch.nn.functional.logsigmoid: nothing overflows
 /// (x itself below -20, softplus' threshold; e^-x capped as softplus caps it).
-template <expression X> constexpr auto logsigmoid(X x) { return neg(softplus(neg(x))); }
+template <expression X> constexpr auto logsigmoid(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(logsigmoid(cast<f32>(x)));  // cast.hpp
+  else return neg(softplus(neg(x)));
+}
 /// x / (1 + |x|), as torch.nn.functional.softsign: the gradient at 0 is 1.
-template <expression X> constexpr auto softsign(X x) { return x / (abs(x) + c<1.0>); }
+template <expression X> constexpr auto softsign(X x) {
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(softsign(cast<f32>(x)));  // cast.hpp
+  else return x / (abs(x) + c<1.0>);
+}
 /// x - tanh(x), as torch.nn.functional.tanhshrink. tanh(x) is written e / (e + 2) with
 /// e = e^2x - 1 (expm1), which keeps its digits near 0 where x - tanh(x) ~ x^3 / 3; x is
 /// capped at 20 (tanh is 1 in float32 there) so that e stays finite.
 template <expression X> constexpr auto tanhshrink(X x) {
-  auto e = expm1(min(x, c<20.0>) * c<2.0>);
-  return x - e / (e + c<2.0>);
+  if constexpr (detail::half_valued<X>) {
+    return cast<value_t<X>>(tanhshrink(cast<f32>(x)));  // cast.hpp
+  } else {
+    auto e = expm1(min(x, c<20.0>) * c<2.0>);
+    return x - e / (e + c<2.0>);
+  }
 }
 
 }  // namespace luminal

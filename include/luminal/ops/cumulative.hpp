@@ -207,6 +207,8 @@ constexpr auto cumulative(X...) {
                                                                                            : floating_element<T>,
                 "luminal: cumsum and cumprod need a number type (cast bool first); logcumsumexp and linear_recurrence "
                 "a floating-point one");
+  static_assert(!is_half_float<T>, "luminal: cumulative ops (cumsum, cumprod, logcumsumexp) do not take bf16 or f16 yet: "
+                                   "apply them to cast<f32>(x)");
   if constexpr (axis >= In::rank) {
     (void)error::axis_out_of_range<In::text, Axis>{};
     return First{};

@@ -100,7 +100,7 @@ constexpr auto matmul(A a, B b) {
   using SA = shape_t<A>;
   using SB = shape_t<B>;
   static_assert(std::is_same_v<typename A::value_type, typename B::value_type>, "luminal: matmul operands must have the same element type");
-  static_assert(floating_element<typename A::value_type>, "luminal: matmul needs f32 or f64 operands");
+  static_assert(floating_element<typename A::value_type>, "luminal: matmul needs floating-point operands (f32, f64, bf16 or f16)");
   constexpr std::size_t R = SA::rank > SB::rank ? SA::rank : SB::rank;
   constexpr auto rule = broadcast_rule(detail::batch_dims_padded<SA, R>(), detail::batch_dims_padded<SB, R>());
   using TA = shape_from<detail::with_batch<SA>(rule.dims)>;

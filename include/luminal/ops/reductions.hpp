@@ -35,12 +35,16 @@ constexpr auto count_expression() {
 template <int... Axes, expression X, class... Keep>
   requires(std::is_same_v<Keep, keepdim_t> && ...)
 constexpr auto mean(X x, Keep... keep) {
-  using In = shape_t<X>;
-  constexpr auto mask = detail::axis_mask<In::rank, Axes...>();
-  auto total = sum<Axes...>(x, keep...);
-  using Count = decltype(detail::count_expression<typename X::value_type, In, mask>());
-  if constexpr (is_literal<Count>::value) return total * c<1.0 / Count::value>;
-  else return total * recip(Count{});
+  if constexpr (detail::half_valued<X>) {
+    return cast<value_t<X>>(mean<Axes...>(cast<f32>(x), keep...));  // cast.hpp
+  } else {
+    using In = shape_t<X>;
+    constexpr auto mask = detail::axis_mask<In::rank, Axes...>();
+    auto total = sum<Axes...>(x, keep...);
+    using Count = decltype(detail::count_expression<typename X::value_type, In, mask>());
+    if constexpr (is_literal<Count>::value) return total * c<1.0 / Count::value>;
+    else return total * recip(Count{});
+  }
 }
 
 /// Marker for var and stddev: divide by N - C, as torch's `correction=` (default 1,
@@ -72,19 +76,23 @@ constexpr int correction_in() {
 /// `correction<C>` (default 1). N - C <= 0 gives inf or NaN, as torch does.
 template <int... Axes, expression X, class... Options>
   requires(detail::var_option<Options> && ...)
-constexpr auto var(X x, Options...) {
-  using In = shape_t<X>;
-  constexpr auto mask = detail::axis_mask<In::rank, Axes...>();
-  constexpr int correction = detail::correction_in<Options...>();
-  auto centered = x - mean<Axes...>(x, keepdim);
-  auto total = [&] {
-    if constexpr ((std::is_same_v<Options, keepdim_t> || ...)) return sum<Axes...>(centered * centered, keepdim);
-    else return sum<Axes...>(centered * centered);
-  }();
-  using Count = decltype(detail::count_expression<typename X::value_type, In, mask>());
-  if constexpr (is_literal<Count>::value) return total * c<1.0 / (Count::value - correction)>;
-  else if constexpr (correction == 0) return total * recip(Count{});
-  else return total * recip(Count{} - c<double(correction)>);
+constexpr auto var(X x, Options... options) {
+  if constexpr (detail::half_valued<X>) {
+    return cast<value_t<X>>(var<Axes...>(cast<f32>(x), options...));  // cast.hpp
+  } else {
+    using In = shape_t<X>;
+    constexpr auto mask = detail::axis_mask<In::rank, Axes...>();
+    constexpr int correction = detail::correction_in<Options...>();
+    auto centered = x - mean<Axes...>(x, keepdim);
+    auto total = [&] {
+      if constexpr ((std::is_same_v<Options, keepdim_t> || ...)) return sum<Axes...>(centered * centered, keepdim);
+      else return sum<Axes...>(centered * centered);
+    }();
+    using Count = decltype(detail::count_expression<typename X::value_type, In, mask>());
+    if constexpr (is_literal<Count>::value) return total * c<1.0 / (Count::value - correction)>;
+    else if constexpr (correction == 0) return total * recip(Count{});
+    else return total * recip(Count{} - c<double(correction)>);
+  }
 }
 
 /// Population variance (divides by N): var with correction<0>, as torch.var(unbiased=False).
@@ -99,7 +107,8 @@ constexpr auto variance(X x, Keep... keep) {
 template <int... Axes, expression X, class... Options>
   requires(detail::var_option<Options> && ...)
 constexpr auto stddev(X x, Options... options) {
-  return sqrt(var<Axes...>(x, options...));
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(stddev<Axes...>(cast<f32>(x), options...));  // cast.hpp
+  else return sqrt(var<Axes...>(x, options...));
 }
 
 /// Minimum over axes (all when none given), as torch.amin: NaN propagates, tied minima
@@ -113,26 +122,35 @@ constexpr auto min(X x, Keep... keep) {
 /// log(sum(exp(x))) over one axis, stable: shifts by the max first.
 template <int Axis, expression X, class... Keep>
   requires(std::is_same_v<Keep, keepdim_t> && ...)
-constexpr auto logsumexp(X x, Keep...) {
-  // The result does not depend on the shift, so its gradient through the max is zero:
-  // stop_gradient spares the backward pass the max's tie masks and sums.
-  auto m = stop_gradient(max<Axis>(x, keepdim));
-  auto shifted = log(sum<Axis>(exp(x - m), keepdim)) + m;
-  if constexpr (sizeof...(Keep) > 0) return shifted;
-  else return reshape(shifted, shape_t<decltype(max<Axis>(x))>{});
+constexpr auto logsumexp(X x, Keep... keep) {
+  if constexpr (detail::half_valued<X>) {
+    return cast<value_t<X>>(logsumexp<Axis>(cast<f32>(x), keep...));  // cast.hpp
+  } else {
+    // The result does not depend on the shift, so its gradient through the max is zero:
+    // stop_gradient spares the backward pass the max's tie masks and sums.
+    auto m = stop_gradient(max<Axis>(x, keepdim));
+    auto shifted = log(sum<Axis>(exp(x - m), keepdim)) + m;
+    if constexpr (sizeof...(Keep) > 0) return shifted;
+    else return reshape(shifted, shape_t<decltype(max<Axis>(x))>{});
+  }
 }
 
 /// Softmax over one axis: exp(x - max) / sum(exp(x - max)).
 template <int Axis, expression X>
 constexpr auto softmax(X x) {
-  auto e = exp(x - stop_gradient(max<Axis>(x, keepdim)));  // shift-invariant: see logsumexp
-  return e / sum<Axis>(e, keepdim);
+  if constexpr (detail::half_valued<X>) {
+    return cast<value_t<X>>(softmax<Axis>(cast<f32>(x)));  // cast.hpp
+  } else {
+    auto e = exp(x - stop_gradient(max<Axis>(x, keepdim)));  // shift-invariant: see logsumexp
+    return e / sum<Axis>(e, keepdim);
+  }
 }
 
 /// log(softmax(x)) over one axis, stable: x - logsumexp(x).
 template <int Axis, expression X>
 constexpr auto log_softmax(X x) {
-  return x - logsumexp<Axis>(x, keepdim);
+  if constexpr (detail::half_valued<X>) return cast<value_t<X>>(log_softmax<Axis>(cast<f32>(x)));  // cast.hpp
+  else return x - logsumexp<Axis>(x, keepdim);
 }
 
 /// Index of the maximum along an axis (the first one on ties, as torch.argmax), as i32.

@@ -153,6 +153,7 @@ constexpr auto scan(Body, Init, Xs, P...) {
                 "captureless lambda): the step is built from its type");
   static_assert(SX::rank >= 1, "luminal: scan's sequence needs a leading axis to walk along");
   static_assert(floating_element<T>, "luminal: scan carries a floating-point state");
+  static_assert(!is_half_float<T>, "luminal: scan does not carry a bf16 or f16 state yet: scan over cast<f32>(x)");
   using out = detail::scan_body_output<Body, detail::scan_carry_leaf<T, S>, detail::scan_step_leaf_of<std::remove_cvref_t<Xs>>,
                                        std::remove_cvref_t<P>...>;
   static_assert(std::is_same_v<shape_t<out>, S>,
