@@ -20,8 +20,9 @@ struct plan_data {
   std::array<bool, N> is_output{};
   std::array<int, N> reads{};          // evaluations per element: by each parent, an expand's many times
   std::array<int, N> inline_cost{};    // cost of evaluating it inline at one index
-  // Kernels in run order: node ids of their roots. A node the backward recomputes
-  // (retention.hpp) has a second kernel, its recompute entry, after the forward's.
+  // Kernels in run order: node ids of their roots. A node the backward may recompute
+  // (retention.hpp) has more kernels after the forward's, its recompute entries, one
+  // before each point of the backward where it may first be needed; a run picks one.
   std::array<int, 2 * N> kernels{};
   std::array<bool, 2 * N> is_recompute{};
   int kernel_count = 0;
@@ -33,10 +34,11 @@ struct plan_data {
   // Lifetimes (split_lifetimes). With recompute entries (retention.hpp) a run decides
   // which of them execute, and a recomputed value lives twice:
   int boundary = 0;                    // the first kernel of the backward
-  std::array<int, N> recompute_entry{};     // node i's recompute kernel, or -1
+  std::array<int, N> recompute_entry{};     // node i's first recompute entry, or -1
   std::array<int, N> forward_last_use{};    // last forward kernel reading i, or -1
+  std::array<int, N> backward_first_use{};  // first backward kernel (not a recompute) reading i, or -1
   std::array<int, N> backward_last_use{};   // last backward kernel (not a recompute) reading i, or -1
-  std::array<std::array<int, 2>, 2 * N> recompute_reads{};  // (recompute kernel, stored node it reads)
+  std::array<std::array<int, 2>, 2 * N> recompute_reads{};  // (recomputed node, stored node it reads), once each
   int recompute_read_count = 0;
 };
 
@@ -125,8 +127,8 @@ constexpr std::array<bool, N> reachable_from(const std::array<node_info, N>& tab
 /// Splits the plan's kernels after the forward's last one (a kernel of a node that output
 /// 0, the forward value, reaches, not a recompute entry: a backward kernel that
 /// hoist_into_groups moved into the forward's loops counts as forward) and records, for
-/// every stored node, its last forward and backward readers and the recompute entries
-/// that read it.
+/// every stored node, its last forward reader, its first and last backward readers, its
+/// first recompute entry and the nodes whose recomputation reads it.
 template <std::size_t N, std::size_t NumOutputs>
 constexpr void split_lifetimes(const std::array<node_info, N>& table, const std::array<int, NumOutputs>& outputs,
                                plan_data<N, NumOutputs>& plan) {
@@ -139,24 +141,171 @@ constexpr void split_lifetimes(const std::array<node_info, N>& table, const std:
   }
   for (std::size_t i = 0; i < N; ++i) {
     plan.kernel_of[i] = plan.recompute_entry[i] = -1;
-    plan.forward_last_use[i] = plan.backward_last_use[i] = -1;
+    plan.forward_last_use[i] = plan.backward_first_use[i] = plan.backward_last_use[i] = -1;
   }
   plan.recompute_read_count = 0;
   for (int k = 0; k < plan.kernel_count; ++k) {
     const int root = plan.kernels[k];
-    (plan.is_recompute[k] ? plan.recompute_entry[root] : plan.kernel_of[root]) = k;
+    if (plan.is_recompute[k]) {
+      if (plan.recompute_entry[root] >= 0) continue;  // its other entries read the same
+      plan.recompute_entry[root] = k;
+    } else {
+      plan.kernel_of[root] = k;
+    }
     for_each_read(table, plan, root, [&](int id) {  // kernels are walked in run order
       if (plan.is_recompute[k]) {
         if (is_leaf(table[id].kind)) return;
         if (plan.recompute_read_count == int(2 * N)) throw "luminal: too many reads by recompute kernels";
-        plan.recompute_reads[plan.recompute_read_count++] = {k, id};
+        plan.recompute_reads[plan.recompute_read_count++] = {root, id};
+      } else if (k < plan.boundary) {
+        plan.forward_last_use[id] = k;
       } else {
-        (k < plan.boundary ? plan.forward_last_use[id] : plan.backward_last_use[id]) = k;
+        if (plan.backward_first_use[id] < 0) plan.backward_first_use[id] = k;
+        plan.backward_last_use[id] = k;
       }
     });
   }
   for (int id : outputs) plan.backward_last_use[id] = plan.kernel_count;  // read by the caller
 }
+
+/// Reorders the backward's kernels (those after plan.boundary, before any recompute entry
+/// is added) so that the work of one gradient alone runs as soon as the values it needs
+/// from the rest of the backward exist, and work on forward values alone as late as its
+/// readers allow. In graph order a weight's gradient runs after the whole cotangent chain
+/// below it, and every activation it reads and every cotangent stays live through the
+/// backward; run right after its cotangent, it frees both there.
+///  - A kernel serves the outputs it reaches (through the kernels reading it). One that
+///    serves several (a cotangent that every earlier layer's gradients need) is shared:
+///    shared kernels keep the graph order among themselves.
+///  - A kernel that serves one output (a weight's gradient, a bias's sum, a convolution's
+///    unfolded input that only that gradient's GEMM reads) is private: it runs right
+///    after the last shared kernel its output needs (the release), or, a private kernel
+///    read by later ones, just before the first of them, so an intermediate of a
+///    gradient is made where it is read, not where its inputs first exist.
+///  - A shared kernel that reads no backward value (a max pool's argmax over a kept
+///    activation) is deferred: it runs just before its first reader. Its result is not
+///    live before it is needed, nor, under a budget, the recomputed values it reads.
+/// Among the kernels placed at one point the graph order stays, so the result is a
+/// topological order: a private kernel depends on shared ones at or before its point and
+/// on private or deferred ones placed no later; a shared kernel reads deferred ones placed
+/// before it and never a private one. The cost is three walks over the backward's
+/// kernels and their reads (for_each_read); the lifetimes are split again.
+template <std::size_t N, std::size_t NumOutputs>
+constexpr void order_backward_for_memory(const std::array<node_info, N>& table,
+                                         const std::array<int, NumOutputs>& outputs, plan_data<N, NumOutputs>& plan) {
+  const int first = plan.boundary, count = plan.kernel_count;
+  if (NumOutputs < 3 || count - first < 3) return;  // one gradient: its kernels are all private
+  constexpr int none = -1, several = -2, unplaced = 1 << 30;
+  std::array<bool, N> backward{};
+  for (int k = first; k < count; ++k) backward[std::size_t(plan.kernels[k])] = true;
+  // The output a node serves: its index in `outputs`, `several`, or `none`; and whether
+  // a backward kernel reads another backward kernel's value.
+  std::array<int, N> serves{};
+  for (auto& s : serves) s = none;
+  auto join = [&](int node, int output) {
+    int& s = serves[std::size_t(node)];
+    s = s == none ? output : (output == none || s == output) ? s : several;
+  };
+  for (std::size_t o = 0; o < NumOutputs; ++o) join(outputs[o], int(o));
+  std::array<bool, N> reads_backward{};
+  for (int k = count - 1; k >= first; --k) {  // readers come after what they read
+    const int root = plan.kernels[k];
+    for_each_read(table, plan, root, [&](int id) {
+      if (!backward[std::size_t(id)]) return;
+      join(id, serves[std::size_t(root)]);
+      reads_backward[std::size_t(root)] = true;
+    });
+  }
+  // `none` cannot occur (every kernel serves an output); such a kernel would stay shared.
+  auto shared = [&](int id) { return serves[std::size_t(id)] < 0; };
+  auto deferred = [&](int id) {
+    return shared(id) && !reads_backward[std::size_t(id)] && !plan.is_output[std::size_t(id)];
+  };
+  // The kept shared kernels numbered in graph order; each private kernel's release: the
+  // number of the last of them it needs, directly or through private ones (-1: none).
+  std::array<int, N> number{};
+  int kept_count = 0;
+  for (int k = first; k < count; ++k) {
+    const int root = plan.kernels[k];
+    if (deferred(root)) {
+      number[std::size_t(root)] = -1;
+    } else if (shared(root)) {
+      number[std::size_t(root)] = kept_count++;
+    } else {
+      int release = -1;
+      for_each_read(table, plan, root, [&](int id) {
+        if (backward[std::size_t(id)] && number[std::size_t(id)] > release) release = number[std::size_t(id)];
+      });
+      number[std::size_t(root)] = release;
+    }
+  }
+  // Slots: private and deferred kernels placed before kept shared kernel i go to slot
+  // 2 i (after those of point i - 1), kept shared kernel i to slot 2 i + 1. A private
+  // kernel's slot: after its release if it computes an output, else that of the first
+  // private or deferred kernel reading it (never before its release); a deferred
+  // kernel's: just before its first reader.
+  std::array<int, N> slot{};
+  for (auto& p : slot) p = unplaced;
+  for (int k = count - 1; k >= first; --k) {
+    const auto root = std::size_t(plan.kernels[k]);
+    int mine = slot[root];
+    if (deferred(int(root))) {
+      if (mine == unplaced) mine = 0;
+    } else if (shared(int(root))) {
+      mine = 2 * number[root] + 1;
+    } else {
+      const int earliest = 2 * number[root] + 2;
+      if (plan.is_output[root] || mine == unplaced || mine < earliest) mine = earliest;
+    }
+    slot[root] = mine;
+    const int before = shared(int(root)) && !deferred(int(root)) ? mine - 1 : mine;  // what it reads goes there
+    for_each_read(table, plan, int(root), [&](int id) {
+      if (backward[std::size_t(id)] && (deferred(id) || !shared(id)) && before < slot[std::size_t(id)])
+        slot[std::size_t(id)] = before;
+    });
+  }
+  // A stable counting sort by slot keeps the graph order within a slot.
+  std::array<int, 2 * N + 2> starts{};
+  for (int k = first; k < count; ++k) ++starts[std::size_t(slot[std::size_t(plan.kernels[k])]) + 1];
+  for (std::size_t s = 1; s < starts.size(); ++s) starts[s] += starts[s - 1];
+  std::array<int, 2 * N> ordered{};
+  for (int k = first; k < count; ++k)
+    ordered[std::size_t(starts[std::size_t(slot[std::size_t(plan.kernels[k])])]++)] = plan.kernels[k];
+  for (int k = first; k < count; ++k) plan.kernels[k] = ordered[std::size_t(k - first)];
+  split_lifetimes(table, outputs, plan);
+}
+
+/// Where a node's recompute entries go: before backward kernels (positions of the plan
+/// before any entry is added), at most `most_entries` of them, ascending.
+template <std::size_t N>
+struct entry_points {
+  static constexpr int most_entries = 8;
+  std::array<std::array<int, most_entries>, N> at{};
+  std::array<int, N> count{};
+
+  /// Adds positions `more` (ascending) that are at most `limit` (-1: no limit). Past
+  /// most_entries it keeps the earliest (a run may need the value that soon) and the
+  /// latest others.
+  constexpr void add(int node, const int* more, int more_count, int limit) {
+    std::array<int, 2 * most_entries> merged{};
+    int n = 0, a = 0, b = 0;
+    const auto& mine = at[std::size_t(node)];
+    const int mine_count = count[std::size_t(node)];
+    while (a < mine_count || b < more_count) {
+      int next;
+      if (b >= more_count || (a < mine_count && mine[std::size_t(a)] <= more[b])) next = mine[std::size_t(a++)];
+      else next = more[b++];
+      if (limit >= 0 && next > limit) continue;
+      if (n == 0 || merged[std::size_t(n - 1)] != next) merged[std::size_t(n++)] = next;
+    }
+    const int skip = n > most_entries ? n - most_entries : 0;  // dropped after the earliest
+    auto& out = at[std::size_t(node)];
+    int m = 0;
+    for (int k = 0; k < n; ++k)
+      if (k == 0 || k > skip) out[std::size_t(m++)] = merged[std::size_t(k)];
+    count[std::size_t(node)] = m;
+  }
+};
 
 /// `sums_gemm_batches`: the backend runs a GEMM summed over a batch axis (a backend's
 /// gemm_batch_sum, backend.hpp), so such sums need no buffer of per-batch products.

@@ -1,9 +1,10 @@
 // What the backward keeps: one owner for every program that has a backward. The forward
 // values a backward reads are kept (retention_set), or, under a retention policy, computed
 // again: the fusing ones inside the backward's kernels (recompute_elementwise), or, under
-// a budget, any the forward computed, by a second, conditional kernel (a recompute entry)
-// that a run picks once per set of extents (choose_recomputation), the arena giving a
-// recomputed buffer two lifetimes at one address (arena.hpp). A block (tape/block.hpp)
+// a budget, any the forward computed, by a conditional kernel (a recompute entry) that a
+// run picks once per set of extents (choose_recomputation), placed where the backward
+// reaches the value (pick_entries), the arena giving a recomputed buffer two lifetimes at
+// one address (arena.hpp). A block (tape/block.hpp)
 // keeps the values its backward program cannot compute from leaves by fusing
 // (cut_points), and a training step's update computes the gradients it can so compute
 // itself (recomputes_from_leaves): both by the rule of op_facts.hpp that the plan fuses by.
@@ -167,9 +168,16 @@ constexpr bool is_forward_buffer(const plan_data<N, NumOutputs>& plan, int i) {
   return !plan.is_output[i] && plan.kernel_of[i] >= 0 && plan.kernel_of[i] < plan.boundary;
 }
 
-/// The plan with a recompute entry for every forward buffer the backward reads, and for
-/// every forward buffer such a recomputation reads in turn: each placed just before the
-/// first backward kernel (or recompute entry) that reads it.
+/// The plan with recompute entries for every forward buffer the backward reads, and for
+/// every forward buffer such a recomputation reads in turn. A value is needed first by
+/// its first backward reader, or, where it is recomputed to recompute another, by that
+/// one's entry: which, a run decides (retention_for), by what it keeps. So each node gets
+/// an entry before each point where it may be needed first: just before its first
+/// backward reader, and before each point of the nodes whose recomputation reads it (at
+/// most entry_points::most_entries, the earliest always). A run starts each recomputed
+/// value at the last of its entries that is early enough: a segment of values recomputed
+/// from a kept one is recomputed where the backward reaches the segment, not at the
+/// backward's start, and lives from there to its last reader.
 template <std::size_t N, std::size_t NumOutputs>
 constexpr plan_data<N, NumOutputs> add_recompute_entries(const std::array<node_info, N>& table,
                                                          const std::array<int, NumOutputs>& outputs,
@@ -179,41 +187,55 @@ constexpr plan_data<N, NumOutputs> add_recompute_entries(const std::array<node_i
   auto can_recompute = [&](int id) {
     return forward[id] && plan.stored[id] && recomputable(table[id].kind) && !plan.is_output[id];
   };
-  // first_reader: the first backward kernel reading a node; a candidate runs before it,
-  // and before the recompute entry of any candidate that reads it.
-  std::array<int, N> first_reader{};
-  for (auto& r : first_reader) r = plan.kernel_count;
-  for (int k = plan.kernel_count - 1; k >= plan.boundary; --k)
-    for_each_read(table, plan, plan.kernels[k], [&](int id) { first_reader[id] = k; });
+  // Readers come after what they read: each node's points are complete when it is reached.
+  entry_points<N> points{};
   std::array<bool, N> candidate{};
   for (int i = int(N) - 1; i >= 0; --i) {
     if (!candidate[i] && !(plan.backward_last_use[i] >= 0 && can_recompute(i))) continue;
     candidate[i] = true;
+    const int first_use = plan.backward_first_use[i];
+    if (first_use >= 0) points.add(i, &first_use, 1, -1);
     for_each_read(table, plan, i, [&](int id) {
       if (!can_recompute(id)) return;
       candidate[id] = true;
-      first_reader[id] = first_reader[i] < first_reader[id] ? first_reader[i] : first_reader[id];
+      points.add(id, points.at[std::size_t(i)].data(), points.count[std::size_t(i)], plan.backward_first_use[id]);
     });
   }
+  // Too many entries for the plan's arrays: the earliest of each node only.
+  int entries = 0;
+  for (std::size_t i = 0; i < N; ++i) entries += candidate[i] ? points.count[i] : 0;
+  const bool earliest_only = plan.kernel_count + entries > int(2 * N);
+  // The entries by point (a counting sort; ascending node ids within a point, so a value
+  // comes before the recomputations that read it), each point's before its kernel.
+  const int first = plan.boundary, span = plan.kernel_count - first + 1;
+  std::array<int, N + 2> starts{};
+  for (std::size_t i = 0; i < N; ++i)
+    for (int e = 0; candidate[i] && e < (earliest_only ? 1 : points.count[i]); ++e)
+      ++starts[std::size_t(points.at[i][std::size_t(e)] - first + 1)];
+  for (int p = 1; p <= span; ++p) starts[std::size_t(p)] += starts[std::size_t(p - 1)];
+  std::array<int, 2 * N> by_point{};
+  auto next = starts;
+  for (std::size_t i = 0; i < N; ++i)
+    for (int e = 0; candidate[i] && e < (earliest_only ? 1 : points.count[i]); ++e)
+      by_point[std::size_t(next[std::size_t(points.at[i][std::size_t(e)] - first)]++)] = int(i);
   plan_data<N, NumOutputs> out = plan;
   out.kernel_count = 0;
-  for (int k = 0; k <= plan.kernel_count; ++k) {
-    if (k >= plan.boundary)
-      for (std::size_t i = 0; i < N; ++i)  // ascending: a candidate before those reading it
-        if (candidate[i] && first_reader[i] == k) {
-          out.is_recompute[out.kernel_count] = true;
-          out.kernels[out.kernel_count++] = int(i);
-        }
-    if (k == plan.kernel_count) break;
-    out.is_recompute[out.kernel_count] = false;
-    out.kernels[out.kernel_count++] = plan.kernels[k];
+  for (int k = 0; k < plan.kernel_count; ++k) {
+    if (k >= first)
+      for (int e = starts[std::size_t(k - first)]; e < starts[std::size_t(k - first + 1)]; ++e) {
+        out.is_recompute[std::size_t(out.kernel_count)] = true;
+        out.kernels[std::size_t(out.kernel_count++)] = by_point[std::size_t(e)];
+      }
+    out.is_recompute[std::size_t(out.kernel_count)] = false;
+    out.kernels[std::size_t(out.kernel_count++)] = plan.kernels[std::size_t(k)];
   }
   split_lifetimes(table, outputs, out);
   return out;
 }
 
 /// The plan of a program whose first output is the forward value and whose other outputs
-/// (gradients) form the backward, with what the backward keeps decided by Policy:
+/// (gradients) form the backward, its kernels in the order that frees memory soonest
+/// (order_backward_for_memory), with what the backward keeps decided by Policy:
 /// store_all stores the retention set `retained` (retention_set), recompute_elementwise
 /// only what does not fuse, and a budget stores the retention set but keeps every
 /// backward kernel behind the forward and adds the recompute entries a run picks from.
@@ -228,6 +250,9 @@ constexpr plan_data<N, NumOutputs> plan_with_retention(const std::array<node_inf
   auto planned = make_plan(
       table, outputs, Policy.kind == retention_policy::mode::recompute_elementwise ? std::array<bool, N>{} : retained,
       sums_gemm_batches);
+  bool has_backward = false;  // an update program, or a forward, keeps its graph order
+  for (bool r : retained) has_backward = has_backward || r;
+  if (has_backward) order_backward_for_memory(table, outputs, planned);
   hoist_into_groups(table, outputs, counts, planned, budget);
   if constexpr (budget) return add_recompute_entries(table, outputs, planned);
   else return planned;
@@ -261,6 +286,10 @@ struct recompute_choice {
   double recomputed_flops = 0;
   bool exact = true;               // false: the search stopped at its limit (best found kept)
   std::vector<int> last_recompute_read;  // by node id: the last running recompute entry reading it, or -1
+  std::vector<int> entry;                // by node id: the recompute entry that runs, or -1
+
+  /// Whether kernel k, a recompute entry of node `id`, runs.
+  bool runs(int k, int id) const { return entry[std::size_t(id)] == k; }
 };
 
 /// Bytes of the forward's buffers that stay live into the backward when the nodes marked
@@ -272,7 +301,7 @@ std::size_t kept_bytes(const plan_data<N, NumOutputs>& plan, const std::vector<d
   std::vector<bool> needed(N);
   for (std::size_t i = 0; i < N; ++i) needed[i] = plan.backward_last_use[i] >= 0;
   for (int r = 0; r < plan.recompute_read_count; ++r)
-    if (recompute[std::size_t(plan.kernels[plan.recompute_reads[r][0]])]) needed[std::size_t(plan.recompute_reads[r][1])] = true;
+    if (recompute[std::size_t(plan.recompute_reads[r][0])]) needed[std::size_t(plan.recompute_reads[r][1])] = true;
   double total = 0;
   for (std::size_t i = 0; i < N; ++i)
     if (needed[i] && !recompute[i] && is_forward_buffer(plan, int(i))) total += bytes[i];
@@ -294,7 +323,7 @@ recompute_choice choose_recomputation(const plan_data<N, NumOutputs>& plan, cons
     if (plan.recompute_entry[i] >= 0) candidates.push_back(i);
   std::vector<std::vector<int>> reads(N);
   for (int r = 0; r < plan.recompute_read_count; ++r)
-    reads[std::size_t(plan.kernels[plan.recompute_reads[r][0]])].push_back(plan.recompute_reads[r][1]);
+    reads[std::size_t(plan.recompute_reads[r][0])].push_back(plan.recompute_reads[r][1]);
   std::vector<int> demand(N, 0);  // recomputations chosen so far that read node i
   double kept = 0;
   for (std::size_t i = 0; i < N; ++i)
@@ -330,7 +359,7 @@ recompute_choice choose_recomputation(const plan_data<N, NumOutputs>& plan, cons
                       " bytes cannot be met at these extents: even recomputing every forward value it can, "
                       "the backward keeps " + std::to_string(kept_bytes(plan, bytes, all)) + " bytes");
   }
-  return {best, kept_bytes(plan, bytes, best), best_flops, exact, {}};
+  return {best, kept_bytes(plan, bytes, best), best_flops, exact, {}, {}};
 }
 
 /// Bytes of node `id`'s value for the extents table `dims` (rows of max_rank).
@@ -357,8 +386,9 @@ std::pair<std::vector<double>, std::vector<double>> node_costs(const std::vector
 
 /// A buffer of the arena (every stored node but the inputs, which the caller binds) and
 /// the kernels that use it: made by kernel `made`, read by the forward until
-/// `forward_end` and by the backward until `backward_end` (-1: never), computed again by
-/// kernel `again` (-1: it has no recompute entry).
+/// `forward_end` and by the backward until `backward_end` (-1: never), computed again at
+/// the earliest by kernel `again` (-1: it has no recompute entry; a run's choice says
+/// which entry runs).
 struct buffer_span {
   int id = 0, made = 0, forward_end = 0, backward_end = -1, again = -1;
   bool forward_buffer = false;  // is_forward_buffer: retention counts it
@@ -384,6 +414,35 @@ constexpr std::array<buffer_span, Count> arena_buffers(const std::array<node_inf
   return spans;
 }
 
+/// Which entry of each recomputed node runs (choice.entry) and the last running entry
+/// that reads each node (choice.last_recompute_read). A node is needed first by its first
+/// backward reader or by the running entry of a recomputed node reading it, whichever
+/// comes first; its entry is the last before that (add_recompute_entries put one there,
+/// or earlier). Readers are decided first: they have the larger ids.
+template <std::size_t N, std::size_t NumOutputs>
+void pick_entries(const plan_data<N, NumOutputs>& plan, recompute_choice& choice) {
+  std::vector<std::vector<int>> entries(N), reads(N);
+  for (int k = 0; k < plan.kernel_count; ++k)
+    if (plan.is_recompute[std::size_t(k)]) entries[std::size_t(plan.kernels[std::size_t(k)])].push_back(k);
+  for (int r = 0; r < plan.recompute_read_count; ++r)
+    reads[std::size_t(plan.recompute_reads[std::size_t(r)][0])].push_back(plan.recompute_reads[std::size_t(r)][1]);
+  choice.entry.assign(N, -1);
+  choice.last_recompute_read.assign(N, -1);
+  std::vector<int> needed(N, plan.kernel_count);
+  for (std::size_t i = N; i-- > 0;) {
+    if (!choice.recompute[i]) continue;
+    const int first_use = plan.backward_first_use[i];
+    const int need = first_use >= 0 && first_use < needed[i] ? first_use : needed[i];
+    for (int k : entries[i])
+      if (k < need) choice.entry[i] = k;
+    if (choice.entry[i] < 0) throw std::logic_error("luminal: a recomputed value has no recompute entry early enough");
+    for (int id : reads[i]) {
+      needed[std::size_t(id)] = std::min(needed[std::size_t(id)], choice.entry[i]);
+      choice.last_recompute_read[std::size_t(id)] = std::max(choice.last_recompute_read[std::size_t(id)], choice.entry[i]);
+    }
+  }
+}
+
 /// What program Layout keeps and recomputes for the extents table `dims`: under a budget
 /// the cheapest set that fits (choose_recomputation); otherwise it runs no recompute
 /// entries and `recompute` and `last_recompute_read` stay empty.
@@ -395,12 +454,7 @@ recompute_choice retention_for(const std::vector<index_t>& dims) {
     constexpr auto& plan = Layout::plan;
     auto [bytes, flops] = node_costs<Layout>(dims);
     choice = choose_recomputation(plan, bytes, flops, Layout::policy.budget_bytes);
-    choice.last_recompute_read.assign(Layout::node_count, -1);
-    for (int r = 0; r < plan.recompute_read_count; ++r) {
-      auto [k, id] = plan.recompute_reads[r];
-      if (choice.recompute[std::size_t(plan.kernels[k])])
-        choice.last_recompute_read[std::size_t(id)] = std::max(choice.last_recompute_read[std::size_t(id)], k);
-    }
+    pick_entries(plan, choice);
   } else {
     double kept = 0;
     for (const buffer_span& s : Layout::buffers)
@@ -421,7 +475,8 @@ inline void set_lifetimes(const recompute_choice& choice, const buffer_span& s, 
       choice.last_recompute_read.empty() ? s.backward_end : std::max(s.backward_end, choice.last_recompute_read[id]);
   if (recomputed) {
     std::tie(r.first_kernel, r.last_kernel) = widen(s.made, s.forward_end);
-    std::tie(r.first_again, r.last_again) = widen(s.again, std::max(s.again, backward_end));
+    const int again = choice.entry.empty() ? s.again : choice.entry[id];
+    std::tie(r.first_again, r.last_again) = widen(again, std::max(again, backward_end));
   } else {
     std::tie(r.first_kernel, r.last_kernel) = widen(s.made, std::max(s.forward_end, backward_end));
   }

@@ -457,7 +457,7 @@ class program {
   template <int K, class Runner>
   void launch_kernel(Runner& runner) {
     if constexpr (plan.is_recompute[K])
-      if (!retention_.recompute[plan.kernels[K]]) return;
+      if (!retention_.runs(K, plan.kernels[K])) return;
     constexpr int group_end = detail::kernel_groups<layout>::end[K];
     if constexpr (group_end >= 0) {
       auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
