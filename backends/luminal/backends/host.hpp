@@ -24,6 +24,8 @@ struct host {
   static constexpr const char* name = "host";
   /// Loops shorter than this run on the calling thread: waking threads costs more.
   static constexpr index_t serial_below = 1 << 15;
+  /// gemm, gemm_strided_batched and gemm_batch_sum take bf16 operands (f32 sums, host_gemm.hpp).
+  static constexpr bool bf16_gemm = true;
 
   void* allocate(std::size_t bytes) {
     void* p = std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64);

@@ -62,4 +62,12 @@ inline constexpr bool sums_gemm_batches = requires(B& b, index_t n, const float*
   b.gemm_batch_sum(false, false, n, n, n, fa, n, n, fa, n, n, fc, n, n);
 };
 
+/// Whether backend B's gemm, gemm_strided_batched and gemm_batch_sum take T's matrices as
+/// they are: every backend for f32 and f64; for bf16 a backend that says so with
+/// `static constexpr bool bf16_gemm = true` (host: the CPU's bf16 dot products, sums in
+/// f32, each product rounded once). Other 16-bit operands are widened to f32 for an f32
+/// GEMM and the product rounded (exec/kernels.hpp), which gives the same values slower.
+template <class B, class T>
+inline constexpr bool gemms_natively = !is_half_float<T> || (std::is_same_v<T, bf16> && requires { requires B::bf16_gemm; });
+
 }  // namespace luminal

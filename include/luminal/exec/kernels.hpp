@@ -128,7 +128,7 @@ struct kernel_runner {
     using T = typename N::value_type;
     T* out = static_cast<T*>(buffers[Layout::template id<N>::value]);
     constexpr int id = Layout::template id<N>::value;
-    if constexpr (is_half_float<T> && (N::kind == op_kind::matmul || (N::kind == op_kind::reduce && Layout::plan.sums_gemm[id]))) {
+    if constexpr (!gemms_natively<B, T> && (N::kind == op_kind::matmul || (N::kind == op_kind::reduce && Layout::plan.sums_gemm[id]))) {
       run_widened_matmul<N>(out);
     } else if constexpr (N::kind == op_kind::reduce && Layout::plan.sums_gemm[id]) {
       run_summed_matmul<boost::mp11::mp_first<typename N::children>, std::size_t(N::op::axis)>(out);
@@ -152,8 +152,8 @@ struct kernel_runner {
   /// A matmul (or a sum of matmuls, plan.sums_gemm) of bf16 or f16 operands: each
   /// operand's memory widened to f32, an f32 GEMM, its product rounded once, as PyTorch's
   /// CPU matmul rounds its f32 accumulators. Correct and simple: the f32 copies are
-  /// allocated for each run (so a CUDA graph cannot capture it), and GEMMs on the
-  /// hardware's bf16 dot products (AVX512_BF16, tensor cores) are a later step.
+  /// allocated for each run (so a CUDA graph cannot capture it). Backends whose GEMMs take
+  /// the type itself skip it (gemms_natively: the host's bf16 GEMM).
   template <class N, class T>
   void run_widened_matmul(T* out) {
     constexpr bool summed = N::kind == op_kind::reduce;
