@@ -6,7 +6,13 @@
 // the step's GEMMs alone in OpenBLAS give the floor. The goals: tokens/s above the fastest
 // peer's, and a step within 1.3x of its GEMMs.
 //
-//     char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T] [--profile] [--no-peers]
+//     char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T] [--precision f32|bf16|both]
+//                    [--profile] [--no-peers]
+//
+// --precision: luminal's step with f32 matmuls, with bf16 ones (nn::GPT's autocast: f32
+// parameters and optimizer, matmuls in bf16, as torch.autocast), or both (the default; then
+// PyTorch runs under torch.autocast(cpu, bf16) as well). The goals for bf16: 1.4x luminal's
+// f32 step, and faster than PyTorch's autocast.
 //
 // --no-peers measures luminal and the GEMMs alone, without PyTorch and JAX. --profile prints, after the timed steps, each kernel's time in the layer block's forward
 // and backward programs (summed over the layers of a step) and what they fuse.
@@ -41,11 +47,13 @@ using namespace luminal;
 // The model lives in a function template, not in main: nvcc's host front end (cudafe++)
 // spends time exponential in a graph's depth on a program type named in non-template code
 // (README, "Compile time under nvcc"), and instantiations reached from a template do not.
-template <class Backend>
-int run_benchmark(int batch, int reps, int layers, int threads, const std::string& device, bool profile,
-                  bool peers) {
-  constexpr int context = 128;
-  nn::GPT<256, 256, 4, 256, Backend> gpt(layers);
+constexpr int context = 128;
+
+/// Times luminal's step with its matmuls in Autocast (f32, or bf16 with f32 parameters) and
+/// prints it; returns the median milliseconds.
+template <class Backend, class Autocast>
+double time_luminal(int batch, int reps, int layers, bool profile) {
+  nn::GPT<256, 256, 4, 256, Backend, Autocast> gpt(layers);
   // Parameters, gradients, optimizer state and activations stay in the backend's memory:
   // on a GPU a step copies only the tokens in and the loss and gradient norms out.
   parameter_store<Backend> params;
@@ -137,7 +145,26 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
   const double tokens_per_step = double(batch) * context;
   std::printf("char GPT on %s: %d layers, width 256, 4 heads, context %d, batch %d (%zu MB kept on the tape)\n",
               Backend::name, layers, context, batch, held >> 20);
-  std::printf("luminal  %9.1f ms/step  %9.0f tokens/s  (last loss %.4f)\n", ms, tokens_per_step / (ms / 1e3), last_loss);
+  std::printf("luminal  %9.1f ms/step  %9.0f tokens/s  (matmuls in %s; last loss %.4f)\n", ms,
+              tokens_per_step / (ms / 1e3), std::is_same_v<Autocast, bf16> ? "bf16, autocast" : "f32", last_loss);
+  return ms;
+}
+
+template <class Backend>
+int run_benchmark(int batch, int reps, int layers, int threads, const std::string& device, bool profile,
+                  bool peers, bool with_f32, bool with_bf16) {
+  const double tokens_per_step = double(batch) * context;
+  double ms = 0, bf16_ms = 0;
+  if (with_f32) ms = time_luminal<Backend, f32>(batch, reps, layers, profile);
+#ifndef LUMINAL_BENCH_CUDA  // bf16 GEMMs on the GPU are issue 68's
+  if (with_bf16) bf16_ms = time_luminal<Backend, bf16>(batch, reps, layers, profile);
+  if (with_f32 && with_bf16) std::printf("luminal f32 / luminal bf16 = %.2f (goal >= 1.40: %s)\n", ms / bf16_ms,
+                                         ms / bf16_ms >= 1.4 ? "met" : "not met");
+#else
+  (void)with_bf16;
+  (void)bf16_ms;
+#endif
+  if (!with_f32) ms = bf16_ms;  // the peers' comparisons below read luminal's f32 time
 
   std::string command;
   auto arguments = [&](int peer_threads) {
@@ -172,6 +199,22 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
     std::printf("luminal tokens/s / PyTorch tokens/s = %.2f\n", torch_ms / ms);
   }
 #ifndef LUMINAL_BENCH_CUDA
+  // PyTorch's mixed precision beside luminal's: torch.autocast(cpu, bf16) at the thread count
+  // that was faster in f32 (or luminal's).
+  if (peers && with_bf16) {
+    const std::string threads_used = torch.count("torch_threads") ? torch["torch_threads"]
+                                                                  : std::to_string(thread_pool::instance().size());
+    auto autocast = bench::run_torch("char_gpt.py", arguments(std::stoi(threads_used)) + " --autocast bf16", command);
+    if (!autocast.count("torch_step_ms")) {
+      std::printf("PyTorch autocast: not measured (%s): %s\n", autocast["_status"].c_str(), autocast["_output"].c_str());
+    } else {
+      const double autocast_ms = std::stod(autocast["torch_step_ms"]);
+      std::printf("PyTorch  %9.1f ms/step  %9.0f tokens/s  (torch.autocast cpu bf16, %s threads)\n", autocast_ms,
+                  tokens_per_step / (autocast_ms / 1e3), autocast["torch_threads"].c_str());
+      std::printf("luminal bf16 tokens/s / PyTorch autocast tokens/s = %.2f (goal > 1: %s)\n", autocast_ms / bf16_ms,
+                  autocast_ms > bf16_ms ? "met" : "not met");
+    }
+  }
   // JAX at 1 and at luminal's thread count, the faster (the CPU only).
   std::map<std::string, std::string> jax{{"_status", "--no-peers"}};
   for (int peer_threads : {1, int(thread_pool::instance().size())}) {
@@ -227,7 +270,7 @@ int run_benchmark(int batch, int reps, int layers, int threads, const std::strin
 
 int main(int argc, char** argv) {
   int batch = 8, reps = 10, layers = 4, threads = 0;
-  bool profile = false, peers = true;
+  bool profile = false, peers = true, with_f32 = true, with_bf16 = true;
   for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--profile" || a == "--no-peers") {
@@ -239,13 +282,24 @@ int main(int argc, char** argv) {
       std::cerr << "char_gpt_bench: " << a << " needs a value\n";
       return 2;
     }
+    if (a == "--precision") {
+      const std::string p = argv[i + 1];
+      if (p != "f32" && p != "bf16" && p != "both") {
+        std::cerr << "char_gpt_bench: --precision is f32, bf16 or both, not '" << p << "'\n";
+        return 2;
+      }
+      with_f32 = p != "bf16";
+      with_bf16 = p != "f32";
+      continue;
+    }
     int v = std::atoi(argv[i + 1]);
     if (a == "--batch") batch = v;
     else if (a == "--reps") reps = v;
     else if (a == "--layers") layers = v;
     else if (a == "--threads") threads = v;
     else {
-      std::cerr << "usage: char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T] [--profile] [--no-peers]\n";
+      std::cerr << "usage: char_gpt_bench [--batch B] [--reps N] [--layers L] [--threads T] [--precision f32|bf16|both]\n"
+                   "                      [--profile] [--no-peers]\n";
       return 2;
     }
   }
@@ -266,5 +320,5 @@ int main(int argc, char** argv) {
   device = "cuda";
 #endif
 
-  return run_benchmark<bench_backend>(batch, reps, layers, threads, device, profile, peers);
+  return run_benchmark<bench_backend>(batch, reps, layers, threads, device, profile, peers, with_f32, with_bf16);
 }

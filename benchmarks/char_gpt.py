@@ -16,6 +16,9 @@ clip_grad_norm_(1.0); AdamW.step(); loss.item(), which waits for the GPU. Prints
 torch.nn.LSTM(64, 128, num_layers=2, batch_first=True) -> Linear(128, 256) (the model of
 examples/char_lstm), the same step and printed lines.
 
+--autocast bf16 runs the forward and the loss under torch.autocast(device, torch.bfloat16),
+PyTorch's mixed precision (f32 parameters, matmuls in bf16), as luminal's autocast<bf16>.
+
 If torch cannot be imported, or has no CUDA device when asked for one, it prints
 `torch_unavailable <reason>` and exits 0.
 Alone: python3 benchmarks/char_gpt.py --layers 4 --width 256 --heads 4 --context 128 --batch 8
@@ -103,6 +106,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--autocast", default="none", choices=["none", "bf16"])
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"torch_unavailable torch {torch.__version__} has no CUDA device")
@@ -120,7 +124,8 @@ def main() -> int:
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(tokens).reshape(-1, args.vocab), targets.reshape(-1))
+        with torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            loss = F.cross_entropy(model(tokens).reshape(-1, args.vocab), targets.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

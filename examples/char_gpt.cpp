@@ -66,6 +66,7 @@ struct options {
   std::string corpus = "/usr/share/games/fortunes";
   std::string checkpoint, csv, prompt = "\n";
   bool resume = false, recompute = false, allow_changes = false;
+  std::string precision = "f32";
   int sample = 300;
   double temperature = 0.8;
 };
@@ -74,7 +75,7 @@ const char* const usage_text =
     "usage: char_gpt [--layers L] [--width 128|256] [--heads 4] [--context T] [--batch B]\n"
     "       [--steps N | --minutes M] [--lr LR] [--weight-decay WD] [--eval-every N]\n"
     "       [--corpus DIR|FILE] [--checkpoint FILE [--resume [--allow-changes]]] [--csv FILE] [--seed S]\n"
-    "       [--sample CHARS] [--temperature T] [--prompt TEXT] [--recompute-layers]\n\n"
+    "       [--sample CHARS] [--temperature T] [--prompt TEXT] [--recompute-layers] [--precision f32|bf16]\n\n"
     "  --layers         transformer blocks, 1 to 1000 (run time, one compiled block; default 4)\n"
     "  --width          model width: 128 or 256 (compiled in), with --heads 4 (heads of width/4)\n"
     "  --context        training sequence length, 2 to 256 (default 64)\n"
@@ -95,6 +96,8 @@ const char* const usage_text =
     "  --prompt         the text the sample continues (not empty; default a newline)\n"
     "  --recompute-layers  keep only each layer's input on the tape and run its forward again in\n"
     "                   the backward (tape::checkpoint): less memory, one more forward per step\n"
+    "  --precision      f32 (default), or bf16: every matmul in bf16 with f32 parameters and AdamW state,\n"
+    "                   as torch.autocast (autocast<bf16>, docs/guide.md \"Mixed precision\")\n"
     "Environment: LUMINAL_NUM_THREADS (1 to 4 per hardware thread); under mpirun LUMINAL_MPI_TIMEOUT\n"
     "(seconds a collective waits for the other ranks, 1 to 604800, default 300).\n";
 
@@ -123,11 +126,14 @@ options parse(int argc, char** argv) {
     else if (args.is("--sample")) o.sample = args.integer(0, 100000);
     else if (args.is("--temperature")) o.temperature = args.real(0.0, 100.0, examples::interval::open_closed);
     else if (args.is("--prompt")) o.prompt = args.text();
+    else if (args.is("--precision")) o.precision = args.text();
     else args.unknown();
   }
   if (o.heads != 4) args.fail("--heads: this build has 4 heads compiled in, not " + std::to_string(o.heads));
   if (o.width != 128 && o.width != 256)
     args.fail("--width: this build has widths 128 and 256 compiled in, not " + std::to_string(o.width));
+  if (o.precision != "f32" && o.precision != "bf16")
+    args.fail("--precision must be f32 or bf16, not " + examples::in_quotes(o.precision));
   if (o.resume && o.checkpoint.empty()) args.fail("--resume needs --checkpoint");
   if (o.allow_changes && !o.resume) args.fail("--allow-changes needs --resume");
   if (o.prompt.empty()) args.fail("--prompt must not be empty");
@@ -164,7 +170,7 @@ void sample_batch(std::string_view text, int batch, int context, std::mt19937_64
 
 /// Trains on comm's ranks (a local_communicator: this process alone); rank 0 prints and
 /// writes the checkpoint and the CSV.
-template <std::int64_t Width, std::int64_t Heads>
+template <std::int64_t Width, std::int64_t Heads, class Autocast>
 int run(const options& opt, communicator& comm) {
   const bool lead = comm.rank() == 0;
   const int ranks = comm.size();
@@ -183,6 +189,7 @@ int run(const options& opt, communicator& comm) {
   run.set("lr", opt.lr);
   run.set("weight-decay", opt.weight_decay);
   run.set("seed", opt.seed);
+  run.set("precision", opt.precision);
   if (ranks > 1) {  // every rank runs the same settings, before anything that takes long
     run_settings agreement = run;
     agreement.set("steps", opt.steps);
@@ -204,7 +211,7 @@ int run(const options& opt, communicator& comm) {
   const std::string_view train_text(text.data(), split), valid_text(text.data() + split, text.size() - split);
   const double entropy = examples::unigram_entropy(train_text);
 
-  nn::GPT<vocab, Width, Heads, max_context> gpt(opt.layers);
+  nn::GPT<vocab, Width, Heads, max_context, host, Autocast> gpt(opt.layers);
   gpt.recompute_layers(opt.recompute);
   tensor_store params = gpt.initial_parameters(opt.seed);
   std::size_t parameter_count = 0;
@@ -358,7 +365,10 @@ int main(int argc, char** argv) {
                                               "machine's memory (" + allocation_error::describe_bytes(memory) +
                                               "): use fewer layers, a smaller batch or context, or --recompute-layers");
   }
-  auto train = [&](communicator& comm) { return opt.width == 128 ? run<128, 4>(opt, comm) : run<256, 4>(opt, comm); };
+  auto train = [&](communicator& comm) {
+    if (opt.precision == "bf16") return opt.width == 128 ? run<128, 4, bf16>(opt, comm) : run<256, 4, bf16>(opt, comm);
+    return opt.width == 128 ? run<128, 4, f32>(opt, comm) : run<256, 4, f32>(opt, comm);
+  };
 #ifdef LUMINAL_EXAMPLE_MPI
   if (mpirun_ranks() > 0) return run_on_mpi_world(argc, argv, "char_gpt", train);
 #endif

@@ -5,6 +5,7 @@
 //     fashion_mnist --model mlp --epochs 10                   # ~0.89 test accuracy
 //     fashion_mnist --model cnn --epochs 6 --checkpoint cnn.safetensors --stop-after 4
 //     fashion_mnist --model cnn --epochs 6 --checkpoint cnn.safetensors --resume
+//     fashion_mnist --model cnn --precision bf16             # matmuls in bf16, f32 master weights
 //
 // A checkpoint records the run's settings (model, epochs, batch size, learning rate,
 // weight decay, seed, --limit and the number of images); --resume refuses other
@@ -67,6 +68,7 @@ struct options {
   int stop_after = 0;   // stop after this epoch, as if interrupted (to test --resume); 0: never
   bool allow_changes = false;  // --resume under other settings than the checkpoint's
   int print_losses = 0;  // print the loss of each of the first N steps (to compare with PyTorch's)
+  std::string precision = "f32";  // or bf16: matmuls (and convolutions' GEMMs) in bf16, f32 parameters
 };
 
 // Every number is range-checked as it is read: a value out of range is an error that
@@ -79,7 +81,7 @@ constexpr double max_lr = 10.0;
 const char* const usage_text =
     "usage: fashion_mnist [--model mlp|cnn] [--epochs N] [--batch-size B] [--lr LR] [--weight-decay WD]\n"
     "       [--seed S] [--data DIR] [--checkpoint FILE [--resume [--allow-changes]]] [--csv FILE]\n"
-    "       [--limit N] [--profile] [--stop-after EPOCH] [--print-losses N]\n\n"
+    "       [--limit N] [--profile] [--stop-after EPOCH] [--print-losses N] [--precision f32|bf16]\n\n"
     "  --model          mlp (784-512-256-10, dropout 0.2) or cnn (2 conv 3x3 + max-pool, 2 linear)\n"
     "  --epochs         passes over the 60000 training images, 1 to 100000 (default: mlp 12, cnn 6)\n"
     "  --batch-size     images per step, 1 to 60000 (default 128)\n"
@@ -95,6 +97,8 @@ const char* const usage_text =
     "  --stop-after     stop after this epoch as if interrupted (the schedule still spans --epochs)\n"
     "  --print-losses   print the loss of each of the first N steps, 1 to 2147483647 (fashion_mnist_torch.py\n"
     "                   compare trains PyTorch's twin beside it)\n"
+    "  --precision      f32 (default), or bf16: every matmul and convolution GEMM in bf16 with f32\n"
+    "                   parameters and AdamW state, as torch.autocast (docs/guide.md \"Mixed precision\")\n"
     "Environment: LUMINAL_NUM_THREADS (1 to 4 per hardware thread); under mpirun LUMINAL_MPI_TIMEOUT\n"
     "(seconds a collective waits for the other ranks, 1 to 604800, default 300).\n";
 
@@ -117,10 +121,13 @@ options parse(int argc, char** argv) {
     else if (args.is("--profile")) o.profile = true;
     else if (args.is("--limit")) o.limit = args.integer(1LL, (long long)std::numeric_limits<int>::max());
     else if (args.is("--stop-after")) o.stop_after = int(args.integer(1LL, max_epochs));
+    else if (args.is("--precision")) o.precision = args.text();
     else if (args.is("--print-losses")) o.print_losses = int(args.integer(1LL, (long long)std::numeric_limits<int>::max()));
     else args.unknown();
   }
   if (o.model != "mlp" && o.model != "cnn") args.fail("--model must be mlp or cnn, not " + examples::in_quotes(o.model));
+  if (o.precision != "f32" && o.precision != "bf16")
+    args.fail("--precision must be f32 or bf16, not " + examples::in_quotes(o.precision));
   if (o.epochs == 0) o.epochs = o.model == "mlp" ? 12 : 6;
   if (o.stop_after > o.epochs)
     args.fail("--stop-after " + std::to_string(o.stop_after) + " is after the last epoch (--epochs " +
@@ -142,6 +149,7 @@ run_settings run_settings_of(const options& o) {
   run.set("weight-decay", o.weight_decay);
   run.set("seed", o.seed);
   run.set("limit", o.limit);
+  run.set("precision", o.precision);
   return run;
 }
 
@@ -287,7 +295,7 @@ double test_accuracy(Eval& eval, const Store& store, const fashion_mnist_data& t
 
 /// Trains on comm's ranks: data parallel when Parallel (each rank takes its share of every
 /// global batch), else on this process alone (comm is then a local_communicator).
-template <bool Parallel, class ModelFn, class Modules>
+template <bool Parallel, class Autocast, class ModelFn, class Modules>
 int train(const options& opt, ModelFn model, Modules modules, communicator& comm) {
   const bool lead = comm.rank() == 0;  // prints, and writes the checkpoint and the CSV
   const std::size_t ranks = std::size_t(comm.size());
@@ -326,14 +334,14 @@ int train(const options& opt, ModelFn model, Modules modules, communicator& comm
                              ": an epoch would train no step");
 
   auto labels = input<"labels", i32>(shape<Batch>);
-  auto loss = nn::cross_entropy(model(nn::train), labels);
+  auto loss = autocast<Autocast>(nn::cross_entropy(model(nn::train), labels));
   auto t0 = std::chrono::steady_clock::now();
   const adamw optimizer{.lr = opt.lr, .weight_decay = opt.weight_decay};
   auto step = [&] {
     if constexpr (Parallel) return compile_train_step(loss, optimizer, data_parallel{comm});
     else return compile_train_step(loss, optimizer);
   }();
-  auto eval = compile(argmax<1>(model(nn::eval)));
+  auto eval = compile(argmax<1>(autocast<Autocast>(model(nn::eval))));
   step.seed = opt.seed ^ (0x9e3779b97f4a7c15ull * std::uint64_t(comm.rank()));  // each rank its own dropout
   if (opt.profile) step.set_profiling(true);
 
@@ -433,12 +441,17 @@ int train(const options& opt, ModelFn model, Modules modules, communicator& comm
   return 0;
 }
 
-template <bool Parallel>
+template <bool Parallel, class Autocast>
 int train_model(const options& opt, communicator& comm) {
   if (opt.model == "mlp")
-    return train<Parallel>(opt, [](auto mode) { return mlp(mode); }, std::tuple{mlp_fc1, mlp_fc2, mlp_fc3}, comm);
-  return train<Parallel>(opt, [](auto mode) { return cnn(mode); },
-                         std::tuple{cnn_conv1, cnn_conv2, cnn_fc1, cnn_fc2}, comm);
+    return train<Parallel, Autocast>(opt, [](auto mode) { return mlp(mode); }, std::tuple{mlp_fc1, mlp_fc2, mlp_fc3},
+                                     comm);
+  return train<Parallel, Autocast>(opt, [](auto mode) { return cnn(mode); },
+                                   std::tuple{cnn_conv1, cnn_conv2, cnn_fc1, cnn_fc2}, comm);
+}
+template <bool Parallel>
+int train_model(const options& opt, communicator& comm) {
+  return opt.precision == "bf16" ? train_model<Parallel, bf16>(opt, comm) : train_model<Parallel, f32>(opt, comm);
 }
 
 }  // namespace

@@ -11,19 +11,25 @@
 //     t.backward(loss);
 //     opt.step(params, t.gradients());
 //
+// nn::GPT<256, 128, 4, 64, host, bf16> runs every matmul of its blocks in bf16 with f32
+// parameters, as under torch.autocast (ops/autocast.hpp); the tape and the optimizer see
+// f32 tensors as before.
+//
 // Parameter names follow the torch model in benchmarks/char_gpt.py: wte, wpe, h.<i>.ln1,
 // h.<i>.attn.{q,k,v,proj}, h.<i>.ln2, h.<i>.mlp.fc, h.<i>.mlp.proj, ln_f, lm_head.
 #pragma once
 #include <memory>
 #include <string>
 
+#include "../ops/autocast.hpp"
 #include "../tape/tape.hpp"
 #include "attention.hpp"
 #include "losses.hpp"
 
 namespace luminal::nn {
 
-template <std::int64_t Vocab, std::int64_t Width, std::int64_t Heads, std::int64_t MaxSeq, class B = host>
+template <std::int64_t Vocab, std::int64_t Width, std::int64_t Heads, std::int64_t MaxSeq, class B = host,
+          element_type Autocast = f32>
 class GPT {
  public:
   static constexpr Dim batch{"Batch"}, seq{"Seq"};
@@ -40,9 +46,11 @@ class GPT {
   static constexpr Linear<"lm_head", Width, Vocab> lm_head{};
 
   static auto make_embed() { return compile_block<"embed", B>(wpe(wte(tokens))); }
-  static auto make_layer() { return compile_block<"layer", B>(layer(hidden), hidden); }
-  static auto make_head() { return compile_block<"head", B>(cross_entropy(lm_head(ln_f(hidden)), targets), hidden); }
-  static auto make_logits() { return compile<B>(lm_head(ln_f(hidden))); }
+  static auto make_layer() { return compile_block<"layer", B>(autocast<Autocast>(layer(hidden)), hidden); }
+  static auto make_head() {
+    return compile_block<"head", B>(autocast<Autocast>(cross_entropy(lm_head(ln_f(hidden)), targets)), hidden);
+  }
+  static auto make_logits() { return compile<B>(autocast<Autocast>(lm_head(ln_f(hidden)))); }
 
  public:
   explicit GPT(int layers)

@@ -5,6 +5,7 @@
 //     auto y = softmax<-1>(matmul(x, w));
 #pragma once
 
+#include "autocast.hpp"
 #include "binary.hpp"
 #include "cached_attention.hpp"
 #include "cast.hpp"

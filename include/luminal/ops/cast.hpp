@@ -19,10 +19,48 @@ struct Cast {
 /// Converts the element type: `auto y = cast<f64>(x);` (x itself when already of type T).
 /// To bf16 and f16 it rounds to nearest even (core/half_types.hpp); its gradient is the
 /// cotangent cast back to x's type (grad/rules.hpp), as torch's `x.to(dtype)`.
+namespace detail {
+/// Whether every value of T is a value of U: a cast to U and back gives the value itself.
+template <class U, class T>
+inline constexpr bool holds_every_value_of =
+    (is_half_float<T> && (std::is_same_v<U, f32> || std::is_same_v<U, f64>)) ||
+    (std::is_same_v<T, f32> && std::is_same_v<U, f64>);
+/// The value under a cast that widened it exactly (cast<f32> of a bf16 value), or void.
+template <class X, class T>
+struct widened_from {
+  using type = void;
+};
+template <computed_node X, class T>
+  requires requires { typename X::op::functor::cast_target; }
+struct widened_from<X, T> {
+  using child = boost::mp11::mp_first<typename X::children>;
+  using type = std::conditional_t<std::is_same_v<value_t<child>, T> &&
+                                      holds_every_value_of<typename X::op::functor::cast_target, T>,
+                                  child, void>;
+};
+}  // namespace detail
+
+/// Converts the element type: `auto y = cast<f64>(x);` (x itself when already of type T,
+/// and the value under an exact widening: cast<bf16>(cast<f32>(h)) is h).
+///
+/// A cast of a view is the view of the cast (an index remapping commutes with a
+/// conversion of each element): the planner then stores the value below the views, in
+/// the loop shape it has, a broadcast converts each element once, and a round trip
+/// through views, cast<bf16>(reshape(cast<f32>(h))), is reshape(h).
 template <element_type T, expression X>
 constexpr auto cast(X x) {
-  if constexpr (std::is_same_v<typename X::value_type, T>) return std::remove_cvref_t<X>{};
-  else return make_unary<fn::Cast<T>>(x);
+  using N = std::remove_cvref_t<X>;
+  using Narrowed = typename detail::widened_from<N, T>::type;
+  if constexpr (std::is_same_v<typename X::value_type, T>) {
+    return N{};
+  } else if constexpr (!std::is_void_v<Narrowed>) {
+    return Narrowed{};
+  } else if constexpr (computed_node<N> && N::kind == op_kind::view) {
+    using Child = boost::mp11::mp_first<typename N::children>;
+    return typename node_of<typename N::op, decltype(cast<T>(Child{}))>::type{};
+  } else {
+    return make_unary<fn::Cast<T>>(x);
+  }
 }
 
 namespace detail {
