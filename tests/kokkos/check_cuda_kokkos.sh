@@ -28,10 +28,16 @@ mkdir -p "$work"
 cd "$work"
 
 sdist=pykokkos-base-0.0.7.tar.gz
-sdist_url=https://files.pythonhosted.org/packages/1d/2e/e3e6035ba1b7358033ad15e07ed0d49ba1b1298fdfa9ea8814a8ccc39df8/$sdist
 sdist_sha256=6339daced1e81a2748f381847d8717cd77d824407da3c263b9491b5630c642b0
 if [ ! -d pykokkos-base-0.0.7 ]; then
-  curl -sfL -o "$sdist" "$sdist_url"
+  # By package name from pip's configured index, never by a registry URL. pip prepares an
+  # sdist's metadata before it keeps the file, and this one's setup.py imports
+  # scikit-build: a throwaway virtual environment provides it.
+  if [ ! -f "$sdist" ]; then
+    python3 -m venv sdist-venv
+    sdist-venv/bin/pip install -q scikit-build
+    sdist-venv/bin/pip download -q --no-deps --no-binary :all: --no-build-isolation -d . pykokkos-base==0.0.7
+  fi
   echo "$sdist_sha256  $sdist" | sha256sum -c --quiet
   tar xzf "$sdist"
   kokkos=pykokkos-base-0.0.7/external/kokkos
