@@ -4,6 +4,7 @@
 #   [-DCONFIG=<cfg>] [-DCXX_COMPILER=<c++>] [-DGENERATOR=<generator>]
 #   [-DCUDA_COMPILER=<nvcc> -DCUDA_ARCHITECTURES=<archs>]: also build and run app_cuda
 #   against luminal::cuda, with the nvcc host-compiler wrapper from the install
+#   [-DKOKKOS=ON]: also build and run app_kokkos against luminal::kokkos
 foreach(var BUILD_DIR CONSUMER_SOURCE_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run.cmake: -D${var}=... is required")
@@ -53,6 +54,9 @@ if(CUDA_COMPILER)
     "-DCMAKE_CUDA_ARCHITECTURES=${cuda_architectures}"
     "-DCMAKE_CUDA_HOST_COMPILER=${prefix}/share/luminal/nvcc-host/g++")
 endif()
+if(KOKKOS)
+  list(APPEND configure_args -DCONSUMER_KOKKOS=ON)
+endif()
 step("configure the consumer" "${CMAKE_COMMAND}" ${configure_args})
 
 # It must have found the installed package, not something else.
@@ -88,5 +92,8 @@ run_app(app "consumer ok" "the app did not print 'consumer ok'")
 if(CUDA_COMPILER)
   run_app(app_cuda "consumer cuda( ok|: no CUDA device)"
     "app_cuda printed neither 'consumer cuda ok' nor that there is no GPU")
+endif()
+if(KOKKOS)
+  run_app(app_kokkos "consumer kokkos ok" "app_kokkos did not print 'consumer kokkos ok'")
 endif()
 message(STATUS "install.consumer: passed")

@@ -21,7 +21,10 @@
 #pragma once
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <span>
+#include <string_view>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -30,6 +33,7 @@
 #endif
 
 #include <luminal/core/backend.hpp>
+#include <luminal/core/exceptions.hpp>
 
 #include "host_gemm.hpp"
 
@@ -224,6 +228,9 @@ struct kokkos {
   /// GEMMs through the host backend's BLAS: the space runs on the host, on host memory.
   static constexpr bool blas_gemm = Gemm == kokkos_gemm_kernel::vendor && host_accessible &&
                                     Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+  /// bf16 GEMMs as the host backend runs them (host_gemm.hpp: AVX512_BF16 where the CPU
+  /// has it); other spaces widen bf16 operands to f32 (core/backend.hpp's gemms_natively).
+  static constexpr bool bf16_gemm = blas_gemm;
 #if defined(KOKKOS_ENABLE_CUDA) && defined(LUMINAL_KOKKOS_CUBLAS)
   static constexpr bool cublas_gemm = Gemm == kokkos_gemm_kernel::vendor && std::is_same_v<ExecSpace, Kokkos::Cuda>;
 #else
@@ -315,5 +322,27 @@ struct kokkos {
     Kokkos::deep_copy(to, from);
   }
 };
+
+/// Binds a Kokkos::View as input `name` of a program or a training step, without copying:
+/// the View's memory is read where it lies, its extents are the input's shape. The View
+/// must be row-major (LayoutRight, or of rank 0 or 1) and contiguous, in memory the
+/// program's backend reads (its memory space), and stay unchanged until run() returns.
+/// Outputs go the other way with write_output_to<I>(view.data()).
+///
+///     Kokkos::View<float**> u("u", n, 1);                 // the application's field
+///     luminal::bind_view(step, "u", u);                    // the step reads u in place
+///     eval.write_output_to<0>(source.data());              // and writes into a View
+template <class Target, class Data, class... Properties>
+void bind_view(Target& target, std::string_view name, const Kokkos::View<Data, Properties...>& view) {
+  using V = Kokkos::View<Data, Properties...>;
+  static_assert(V::rank <= 1 || std::is_same_v<typename V::array_layout, Kokkos::LayoutRight>,
+                "luminal: bind_view needs a row-major View (Kokkos::LayoutRight) of rank 2 or more");
+  if (!view.span_is_contiguous())
+    throw input_error("luminal: bind_view: the View '" + view.label() + "' bound to '" + std::string(name) +
+                      "' is not contiguous (a subview with strides); copy it into a contiguous View first");
+  std::array<index_t, V::rank> shape{};
+  for (std::size_t k = 0; k < V::rank; ++k) shape[k] = index_t(view.extent(k));
+  target.bind_device(name, view.data(), std::span<const index_t>(shape.data(), shape.size()));
+}
 
 }  // namespace luminal

@@ -120,6 +120,17 @@ class train_step {
     if (!UpdateProgram::reads_input(name) || GradientProgram::reads_input(name)) gradient_program_.bind(name, data, shape);
   }
 
+  /// Binds a data input without copying: memory of the step's backend (a device pointer,
+  /// a Kokkos::View's data through bind_view in kokkos.hpp) that stays valid and unchanged
+  /// until run() returns.
+  template <element_type T>
+  void bind_device(std::string_view name, const T* data, std::span<const index_t> shape) {
+    require_data_input(name);
+    if (UpdateProgram::reads_input(name)) update_program_.bind_device(name, data, shape);
+    if (!UpdateProgram::reads_input(name) || GradientProgram::reads_input(name))
+      gradient_program_.bind_device(name, data, shape);
+  }
+
   /// Runs one step and returns the loss (of the parameters before the update). A loss
   /// that is NaN or infinite throws run_error, and the parameters and state stay as they
   /// were before this step: the update program has not run. Under dynamic loss scaling a
