@@ -46,8 +46,11 @@ LUMINAL_HD constexpr float float_of(std::uint32_t u) { return __builtin_bit_cast
 /// f32 to bf16 bits (see the file's comment).
 LUMINAL_HD constexpr std::uint16_t bf16_bits(float f) {
   const std::uint32_t u = bits_of(f);
-  const auto rounded = std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // NaN aside, no overflow
-  return (u & 0x7fffffffu) > 0x7f800000u ? std::uint16_t(0xffffu) : rounded;
+  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // NaN aside, no overflow
+  // All ones for a NaN, whose bf16 is 0xffff: arithmetic, not a select, which GCC turned
+  // into a branch per element inside fused loops and left them unvectorized.
+  const std::uint32_t nan = 0u - std::uint32_t((u & 0x7fffffffu) > 0x7f800000u);
+  return std::uint16_t(rounded | nan);
 }
 
 /// f32 to f16 bits (see the file's comment).

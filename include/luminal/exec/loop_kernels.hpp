@@ -135,9 +135,11 @@ struct elementwise_kernel {
 
   /// The value at coordinates c of the loop node (detail::iteration::loop), as stored.
   /// Always inlined into the loop, as the evaluator's walk is (eval.hpp).
-  LUMINAL_ALWAYS_INLINE T value(const extents<rank>& c) const {
-    if constexpr (where::split >= 0) return T(eval::template at_split<it, root, where::split>(ctx, c));
-    else return T(eval::template at<it, root>(ctx, c));
+  LUMINAL_ALWAYS_INLINE T value(const extents<rank>& c) const { return T(computed(c)); }
+  /// The value at c as the evaluator computes it: f32 for bf16 and f16 (already rounded).
+  LUMINAL_ALWAYS_INLINE auto computed(const extents<rank>& c) const {
+    if constexpr (where::split >= 0) return eval::template at_split<it, root, where::split>(ctx, c);
+    else return eval::template at<it, root>(ctx, c);
   }
 
   /// A row of n elements from coordinates c: cut where a pad's part of the row (its
@@ -246,15 +248,38 @@ struct elementwise_kernel {
       // vectorizes, each of a row's lanes an interleaved load and store. Left as a loop
       // (GCC does not unroll it before vectorizing), it kept the whole nest scalar.
       T* LUMINAL_RESTRICT lines = out + i * row_length;
-      for (index_t j = 0; j < n; ++j) {
+      if constexpr (is_half_float<T>) {
+        // Interleaved stores of 2-byte lanes keep GCC from vectorizing the loop over the
+        // rows, which then ran one element at a time: blocks of rows go through f32 memory
+        // of the stack as f32 outputs do, and one contiguous loop rounds them.
+        constexpr index_t block = 16;
+        for (index_t j0 = 0; j0 < n; j0 += block) {
+          const index_t m = n - j0 < block ? n - j0 : block;
+          float wide[block * row_length];
+          for (index_t j = 0; j < m; ++j) {
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #pragma GCC unroll detail::short_row_limit
 #endif
-        for (index_t k = 0; k < row_length; ++k) {
-          extents<rank> at = c;
-          at[outer] = first + j;
-          at[row] = k;
-          lines[j * row_length + k] = value(at);
+            for (index_t k = 0; k < row_length; ++k) {
+              extents<rank> at = c;
+              at[outer] = first + j0 + j;
+              at[row] = k;
+              wide[j * row_length + k] = float(computed(at));
+            }
+          }
+          for (index_t e = 0; e < m * row_length; ++e) lines[j0 * row_length + e] = T(wide[e]);
+        }
+      } else {
+        for (index_t j = 0; j < n; ++j) {
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#pragma GCC unroll detail::short_row_limit
+#endif
+          for (index_t k = 0; k < row_length; ++k) {
+            extents<rank> at = c;
+            at[outer] = first + j;
+            at[row] = k;
+            lines[j * row_length + k] = value(at);
+          }
         }
       }
     });
