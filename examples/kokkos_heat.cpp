@@ -80,6 +80,19 @@ void advance(const field& u, const field& r, const field& next) {
       });
 }
 
+/// The sum over the points of (a - b)^2, in double.
+double squared_distance(const field& a, const field& b) {
+  double sum = 0;
+  Kokkos::parallel_reduce(
+      "kokkos_heat::squared_distance", points,
+      KOKKOS_LAMBDA(const int i, double& partial) {
+        const double d = double(a(i, 0)) - double(b(i, 0));
+        partial += d * d;
+      },
+      sum);
+  return sum;
+}
+
 int run(const options& opt) {
   // The network: the reaction as a function of the local value, [points, 1] -> [points, 1].
   static constexpr nn::Linear<"fc1", 1, 32> fc1{};
@@ -148,7 +161,7 @@ int run(const options& opt) {
     if (t % opt.report_every == 0 || t == opt.steps) {
       // The network's error against the true reaction on the model's own values, and the
       // model's field against the reference's (relative L2).
-      double closure_error = 0, difference = 0, norm = 0, plain_difference = 0;
+      double closure_error = 0;
       Kokkos::parallel_reduce(
           "kokkos_heat::closure_error", points,
           KOKKOS_LAMBDA(const int i, double& worst) {
@@ -157,26 +170,10 @@ int run(const options& opt) {
             if (i > 0 && i < points - 1 && e > worst) worst = e;
           },
           Kokkos::Max<double>(closure_error));
-      Kokkos::parallel_reduce(
-          "kokkos_heat::difference", points,
-          KOKKOS_LAMBDA(const int i, double& sum) {
-            const double d = double(model(i, 0)) - double(reference(i, 0));
-            sum += d * d;
-          },
-          difference);
-      Kokkos::parallel_reduce(
-          "kokkos_heat::plain_difference", points,
-          KOKKOS_LAMBDA(const int i, double& sum) {
-            const double d = double(plain(i, 0)) - double(reference(i, 0));
-            sum += d * d;
-          },
-          plain_difference);
-      Kokkos::parallel_reduce(
-          "kokkos_heat::norm", points,
-          KOKKOS_LAMBDA(const int i, double& sum) { sum += double(reference(i, 0)) * double(reference(i, 0)); }, norm);
+      const double norm = squared_distance(reference, zero);
       worst_closure = closure_error;
-      model_error = std::sqrt(difference / norm);
-      plain_error = std::sqrt(plain_difference / norm);
+      model_error = std::sqrt(squared_distance(model, reference) / norm);
+      plain_error = std::sqrt(squared_distance(plain, reference) / norm);
       std::printf("step %6ld  t %.2f  loss %.3e  closure error %.4f (max |r_theta(u) - r(u)|)  model vs reference %.4f"
                   " (no reaction: %.4f)\n",
                   t, double(t) * double(dt), double(loss), closure_error, model_error, plain_error);

@@ -121,9 +121,8 @@ namespace gemm_bf16_avx512 {
 
 // The micro-kernel's tile: 8 rows x 32 columns, 16 zmm accumulators (enough to cover
 // vdpbf16ps's latency at one per cycle), 2 loads of B and 8 broadcasts of A per pair of k.
-// Measured on Zen 4 against 6 x 64, 4 x 64, 6 x 48, 8 x 48, 10 x 32 and 12 x 32: 8 x 32 is
-// fastest by 1-3% on large products (about 95% of vdpbf16ps's peak), and its 16-column
-// edge tiles waste least on a narrow n (12 x 32 spills registers).
+// Of the tiles tried (benchmarks/RESULTS.md), it was the fastest on large products, its
+// 16-column edge tiles waste least on a narrow n, and taller ones spill registers.
 inline constexpr int rows = 8;                  // MR: rows of C per tile, one broadcast each
 inline constexpr int vectors = 2;               // zmm per row of the tile
 inline constexpr int columns = 16 * vectors;    // NR
