@@ -227,6 +227,26 @@ struct elementwise_kernel {
                                                                          : detail::pads_decided | bits;
   }
 
+  /// Short rows first .. first + n - 1 (coordinate `outer`; c gives the axes before it)
+  /// into `lines`, row after row, each element converted to D. The row's elements are
+  /// unrolled inside the loop over the rows: that loop then vectorizes, each of a row's
+  /// lanes an interleaved load and store. Left as a loop (GCC does not unroll it before
+  /// vectorizing), it kept the whole nest scalar.
+  template <class D>
+  LUMINAL_ALWAYS_INLINE void short_rows_into(const extents<rank>& c, index_t first, index_t n,
+                                             D* LUMINAL_RESTRICT lines) const {
+    for (index_t j = 0; j < n; ++j) {
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#pragma GCC unroll detail::short_row_limit
+#endif
+      for (index_t k = 0; k < row_length; ++k) {
+        extents<rank> at = c;
+        at[outer] = first + j;
+        at[row] = k;
+        lines[j * row_length + k] = D(computed(at));
+      }
+    }
+  }
   LUMINAL_ALWAYS_INLINE void run_short_rows(index_t begin, index_t end, const extents<rank>& d) const {
     auto one = [&](index_t i) { out[i] = value(detail::unravel(i, d)); };
     const index_t body_begin = (begin + row_length - 1) / row_length * row_length;
@@ -244,9 +264,6 @@ struct elementwise_kernel {
                                 [&](extents<outer + 1>& oc, index_t i, index_t first, index_t n) LUMINAL_LAMBDA_ALWAYS_INLINE {
       extents<rank> c{};
       for (std::size_t k = 0; k <= outer; ++k) c[k] = oc[k];
-      // The row's elements unrolled inside the loop over the rows: that loop then
-      // vectorizes, each of a row's lanes an interleaved load and store. Left as a loop
-      // (GCC does not unroll it before vectorizing), it kept the whole nest scalar.
       T* LUMINAL_RESTRICT lines = out + i * row_length;
       if constexpr (is_half_float<T>) {
         // Interleaved stores of 2-byte lanes keep GCC from vectorizing the loop over the
@@ -256,31 +273,11 @@ struct elementwise_kernel {
         for (index_t j0 = 0; j0 < n; j0 += block) {
           const index_t m = n - j0 < block ? n - j0 : block;
           float wide[block * row_length];
-          for (index_t j = 0; j < m; ++j) {
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
-#pragma GCC unroll detail::short_row_limit
-#endif
-            for (index_t k = 0; k < row_length; ++k) {
-              extents<rank> at = c;
-              at[outer] = first + j0 + j;
-              at[row] = k;
-              wide[j * row_length + k] = float(computed(at));
-            }
-          }
+          short_rows_into(c, first + j0, m, wide);
           for (index_t e = 0; e < m * row_length; ++e) lines[j0 * row_length + e] = T(wide[e]);
         }
       } else {
-        for (index_t j = 0; j < n; ++j) {
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
-#pragma GCC unroll detail::short_row_limit
-#endif
-          for (index_t k = 0; k < row_length; ++k) {
-            extents<rank> at = c;
-            at[outer] = first + j;
-            at[row] = k;
-            lines[j * row_length + k] = value(at);
-          }
-        }
+        short_rows_into(c, first, n, lines);
       }
     });
     for (index_t i = body_end; i < end; ++i) one(i);
