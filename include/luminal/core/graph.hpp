@@ -212,6 +212,9 @@ namespace detail {
 // The same table answers the converse, the node at a position (node_at), by overload
 // resolution too: mp_at_c on GCC, which lacks __type_pack_element, instantiates a few
 // class templates per list and position, and a program asks for thousands of them.
+// Each answer is kept in a class (node_at_c, node_index_c): an alias of the call alone is
+// substituted again at every use, and each use is an overload resolution among all of a
+// list's entries.
 template <class N, int I>
 struct index_entry {
   static std::integral_constant<int, I> at(std::type_identity<N>*);
@@ -231,13 +234,24 @@ using index_of = index_table<L, std::make_integer_sequence<int, int(boost::mp11:
 
 /// Position of node type N in the list L of distinct nodes, or L's size if N is not in it,
 /// as `node_index<L, N>::value` (a type, not a variable template: see position_in).
+namespace detail {
 template <class L, class N>
-using node_index = decltype(detail::index_of<L>::at(static_cast<std::type_identity<N>*>(nullptr)));
+struct node_index_c {
+  using type = decltype(index_of<L>::at(static_cast<std::type_identity<N>*>(nullptr)));
+};
+}  // namespace detail
+template <class L, class N>
+using node_index = typename detail::node_index_c<L, N>::type;
 
 /// Node type at position I of the list L of distinct nodes: mp_at_c for a program's nodes.
+namespace detail {
 template <class L, std::size_t I>
-using node_at =
-    typename decltype(detail::index_of<L>::node(static_cast<std::integral_constant<int, int(I)>*>(nullptr)))::type;
+struct node_at_c {
+  using type = typename decltype(index_of<L>::node(static_cast<std::integral_constant<int, int(I)>*>(nullptr)))::type;
+};
+}  // namespace detail
+template <class L, std::size_t I>
+using node_at = typename detail::node_at_c<L, I>::type;
 
 /// One row of the flat graph table.
 struct node_info {

@@ -72,8 +72,9 @@ constexpr extents_table<MaxRank, sizeof...(N)> make_extents_table(boost::mp11::m
 // nvcc: EDG keeps extents_row_t<N> as the spelling of the shape it yields and walks N's
 // whole type tree, exponential in the graph's depth, when comparing rows
 // (docs/compile-time.md, "Under nvcc"). nvcc keeps code per node instead.
-template <class Nodes, std::size_t MaxRank>
+template <class NodesName, std::size_t MaxRank>
 struct node_extents {
+  using Nodes = typename NodesName::type;
   static void resolve_all(const symbol_values& symbols, index_t* dims) {
     boost::mp11::mp_for_each<boost::mp11::mp_iota_c<boost::mp11::mp_size<Nodes>::value>>([&](auto I) {
       using N = node_at<Nodes, I>;
@@ -84,9 +85,9 @@ struct node_extents {
   }
 };
 #else
-template <class Nodes, std::size_t MaxRank>
+template <class NodesName, std::size_t MaxRank>
 struct node_extents {
-  static constexpr auto table = make_extents_table<MaxRank>(Nodes{});
+  static constexpr auto table = make_extents_table<MaxRank>(typename NodesName::type{});
   static constexpr std::size_t row_count = table.row_count;
 
   /// Writes node i's extents for the symbol values to dims[i * MaxRank ...]; throws

@@ -110,6 +110,36 @@ auto node_named() -> named_node<H>;
 /// The type a node of op Op over Children with this definition is: its short name.
 template <class Definition, class Op, class... Children>
 using node_name = decltype(naming::node_named<Definition, naming::definition_hash<Op, Children...>()>());
+
+namespace {
+/// A list by its name: `type` is the list bound to (H1, H2), hashes of its spelling.
+template <std::uint64_t H1, std::uint64_t H2>
+struct named_list {
+  using type = naming::named_type_t<H1, H2>;
+};
+namespace naming {
+template <class L, std::uint64_t H1 = first_hash<L>, std::uint64_t H2 = second_hash<L>,
+          std::size_t = sizeof(name_binding<L, H1, H2>)>
+auto list_named() -> named_list<H1, H2>;
+}  // namespace naming
+}  // namespace
+/// A class, so that the name is worked out once per list.
+template <class L>
+struct list_name_of {
+  using type = decltype(naming::list_named<L>());
+};
+#else
+template <class L>
+struct list_name_of {
+  using type = std::type_identity<L>;
+};
 #endif
+
+/// A list of nodes (a program's, its inputs') by a short name: `typename list_name<L>::type`
+/// is L. A program's tables are members of class templates over its node list, and each
+/// kernel reads them, so their names appear at every use; spelled out, a name holds every
+/// node of the program.
+template <class L>
+using list_name = typename list_name_of<L>::type;
 
 }  // namespace luminal

@@ -38,19 +38,20 @@ constexpr std::array<Dim, sizeof...(N)> element_counts(boost::mp11::mp_list<N...
 }
 }  // namespace detail
 
-/// Compile-time facts of one program: its nodes, their table and plan. SumsGemmBatches:
-/// the backend runs GEMMs summed over a batch axis (make_plan).
-template <class Nodes, auto OutputIds, retention_policy Policy = retention_policy::store_all,
+/// Compile-time facts of one program: its nodes, their table and plan. NodesName: the
+/// node list by its short name (list_name<Nodes>). SumsGemmBatches: the backend runs GEMMs
+/// summed over a batch axis (make_plan).
+template <class NodesName, auto OutputIds, retention_policy Policy = retention_policy::store_all,
           bool SumsGemmBatches = false>
 struct program_layout {
-  using nodes = Nodes;
-  static constexpr std::size_t node_count = boost::mp11::mp_size<Nodes>::value;
-  static constexpr auto table = graph_table<Nodes>;
+  using nodes = typename NodesName::type;
+  static constexpr std::size_t node_count = boost::mp11::mp_size<nodes>::value;
+  static constexpr auto table = graph_table<nodes>;
   /// The forward values the backward reads (retention.hpp).
   static constexpr auto retained = detail::retention_set(table, OutputIds);
   /// Each node's element count (Dim{-1}: not one extent): kernels over as many elements
   /// can run as one loop (kernel_groups.hpp).
-  static constexpr auto counts = detail::element_counts(Nodes{});
+  static constexpr auto counts = detail::element_counts(nodes{});
   static constexpr auto plan = detail::plan_with_retention<Policy>(table, OutputIds, retained, counts, SumsGemmBatches);
   static constexpr retention_policy policy = Policy;
   /// Whether some kernels run only when the backward recomputes their value.
@@ -61,13 +62,14 @@ struct program_layout {
     return r;
   }();
   /// Every node's extents from the symbol values (node_extents.hpp).
-  using extents = detail::node_extents<Nodes, max_rank>;
+  using extents = detail::node_extents<NodesName, max_rank>;
   /// The arena's buffers and the kernels that use each (retention.hpp).
   static constexpr auto buffers = detail::arena_buffers<detail::arena_buffer_count(table, plan)>(table, plan);
   /// Node N's position: `Layout::template id<N>::value` (a type: see node_index).
   template <class N>
-  using id = node_index<Nodes, N>;
+  using id = node_index<nodes, N>;
 };
+
 
 namespace detail {
 /// Row-major flat index of coordinates c: Horner's rule, no division.
@@ -83,8 +85,11 @@ LUMINAL_INLINE index_t ravel(const extents<R>& c, const extents<R>& dims) {
 template <class P>
 struct evaluator {
   using nodes = typename P::nodes;
+  /// Node Id (detail::flat_node: a short name in the signatures below).
   template <int Id>
-  using value_type = typename node_at<nodes, Id>::value_type;
+  using node = typename detail::flat_node<P, Id>::type;
+  template <int Id>
+  using value_type = typename node<Id>::value_type;
   /// What node Id's value is computed in: f32 for bf16 and f16, whose values are loaded
   /// widened, and rounded at each op's output (as_element), as PyTorch's eager ops round
   /// theirs. A node's value is then the same bits wherever a plan computes it, fused into
@@ -93,7 +98,7 @@ struct evaluator {
   template <int Id>
   using arithmetic = arithmetic_t<value_type<Id>>;
   template <int Id>
-  using coords = extents<node_at<nodes, Id>::rank>;
+  using coords = extents<node<Id>::rank>;
 
   /// Runtime extents of node Id; static extents are compile-time constants.
   template <int Id>

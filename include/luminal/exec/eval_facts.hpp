@@ -20,6 +20,14 @@
 
 namespace luminal::detail {
 
+/// Node Id of flat graph P, through a class over P: in a function's signature it is
+/// mangled as P's key and Id, where node_at<typename P::nodes, Id> would spell every node
+/// of P (a kernel's evaluator functions name their nodes' types in their return types).
+template <class P, int Id>
+struct flat_node {
+  using type = node_at<typename P::nodes, Id>;
+};
+
 /// The node of flat graph P that is node N's first child (views, gathers;
 /// flat::detail::first_child gives its id).
 template <class P, class N>

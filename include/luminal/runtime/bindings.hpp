@@ -2,7 +2,7 @@
 // constexpr table of the inputs (name, element type, declared shape) and plain functions
 // over it, shared by every program.
 //
-//     constexpr auto& inputs = detail::leaf_entries<leaves, nodes>;
+//     constexpr auto& inputs = detail::leaf_entries<list_name<leaves>, list_name<nodes>>;
 //     std::size_t i = detail::find_input(inputs, "x");        // or throws naming the inputs
 //     std::size_t count = detail::check_input(inputs[i], dtype_tag::f32, data, {32, 784});
 //
@@ -56,9 +56,11 @@ consteval std::array<leaf_entry, sizeof...(L)> make_leaf_entries(boost::mp11::mp
   return {leaf_entry_of<L>(node_index<Nodes, L>::value)...};
 }
 
-/// The inputs `Leaves` of the graph `Nodes`, in the order of Leaves.
-template <class Leaves, class Nodes>
-inline constexpr auto leaf_entries = make_leaf_entries<Nodes>(Leaves{});
+/// The inputs of a graph, in the order of the list LeavesName names, the graph's nodes
+/// being the list NodesName names (both list_name<...>: a table read at run time is named
+/// at each use).
+template <class LeavesName, class NodesName>
+inline constexpr auto leaf_entries = make_leaf_entries<typename NodesName::type>(typename LeavesName::type{});
 
 /// Extents as "(32, 784)": of data given to bind(), of a node for describe().
 inline std::string extents_in_parentheses(std::span<const index_t> shape) {

@@ -41,7 +41,10 @@ class program {
  public:
   using nodes = topo_nodes<Outputs...>;
   static constexpr std::array<int, sizeof...(Outputs)> output_ids{node_index<nodes, Outputs>::value...};
-  using layout = program_layout<nodes, output_ids, Policy, sums_gemm_batches<B>>;
+  /// Each output's element type, and whether it is an input (which no kernel writes).
+  static constexpr std::array<dtype_tag, sizeof...(Outputs)> output_types{dtype_of<value_t<Outputs>>()...};
+  static constexpr std::array<bool, sizeof...(Outputs)> output_is_input{(Outputs::kind == op_kind::input)...};
+  using layout = program_layout<list_name<nodes>, output_ids, Policy, sums_gemm_batches<B>>;
   static constexpr std::size_t node_count = layout::node_count;
   static constexpr std::size_t max_rank = layout::max_rank;
   static constexpr auto plan = layout::plan;
@@ -136,6 +139,12 @@ class program {
   template <element_type T>
   void bind_device(std::string_view name, const T* data, std::span<const index_t> shape) {
     bind_raw(name, dtype_of<T>(), data, shape, false);
+  }
+  /// bind_device for data whose element type is known at run time only (checked as the
+  /// typed form checks it): a training step binds its store's tensors by a loop over
+  /// their entries, not a function per parameter.
+  void bind_device(std::string_view name, dtype_tag type, const void* data, std::span<const index_t> shape) {
+    bind_raw(name, type, data, shape, false);
   }
 
   // ---- running ------------------------------------------------------------------------
@@ -249,6 +258,20 @@ class program {
     external_[id] = destination;
   }
 
+  /// write_output_to for output i known at run time: `type` must be its element type
+  /// (input_error otherwise, or for an output that is an input).
+  void write_output_to(std::size_t i, dtype_tag type, void* destination) {
+    if (i >= output_ids.size() || output_types[i] != type || output_is_input[i])
+      throw input_error("luminal: write_output_to: program output " + std::to_string(i) +
+                        (i >= output_ids.size() ? " does not exist"
+                         : output_is_input[i]   ? " is an input, which no kernel writes"
+                                                : " holds " + std::string(dtype_name(output_types[i])) + ", not " +
+                                                      std::string(dtype_name(type))));
+    const int id = output_ids[i];
+    if ((external_[id] == nullptr) != (destination == nullptr)) planned_ = false;  // the arena changes
+    external_[id] = destination;
+  }
+
   /// Works out every node's extents from the inputs bound now, without running (run()
   /// does the same first), so that output_shape() is valid before the run: a tape sizes
   /// the memory it then hands to write_output_to(). Throws input_error as run() would.
@@ -356,7 +379,7 @@ class program {
   }
 
  private:
-  static constexpr auto& leaf_table = detail::leaf_entries<leaves, nodes>;
+  static constexpr auto& leaf_table = detail::leaf_entries<list_name<leaves>, list_name<nodes>>;
 
   void bind_raw(std::string_view name, dtype_tag type, const void* data, std::span<const index_t> shape, bool copy) {
     std::size_t i = detail::find_input(leaf_table, name);

@@ -72,7 +72,8 @@ class train_step {
   /// The buffers the step holds: those the loss assigns, then those it only reads.
   using buffers = detail::step_buffers<Assignments, GradientProgram, UpdateProgram>;
   /// The slots' names, roles, types and shapes, then the buffers', for loops that need no types.
-  static constexpr auto& slots = detail::leaf_entries<boost::mp11::mp_append<Slots, buffers>, typename UpdateProgram::nodes>;
+  static constexpr auto& slots =
+      detail::leaf_entries<list_name<boost::mp11::mp_append<Slots, buffers>>, list_name<typename UpdateProgram::nodes>>;
   /// Which slots the update writes over their current values (detail::slots_updated_in_place);
   /// the others go to the store's second buffers, which swap after the run.
   static constexpr std::array<bool, slot_count> in_place = detail::slots_updated_in_place<UpdateProgram>(Slots{});
@@ -102,6 +103,8 @@ class train_step {
       }
     for (std::size_t k = 0; k < handed_over_source.size(); ++k)  // found once, not by name every step
       handed_over_memory_[k] = handed_over_.at(output_name(handed_over_source[k])).current;
+    for (std::size_t i = 0; i < slot_count; ++i) gradient_reads_slot[i] = GradientProgram::reads_input(slots[i].name);
+    for (std::size_t i = 0; i < parameter_count; ++i) gradient_names_[i] = "grad." + std::string(slots[i].name);
   }
 
   /// Binds a data input (copied), as program::bind does. Parameters, optimizer state and
@@ -149,23 +152,19 @@ class train_step {
     if constexpr (detail::has_leaf(typename GradientProgram::leaves{}, "rng.seed") ||
                   detail::has_leaf(typename UpdateProgram::leaves{}, "rng.seed"))
       bind_scalar("rng.seed", double(detail::mix(seed ^ detail::mix(std::uint64_t(t))) >> 40));  // exact in f32
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<slot_count>>([&](auto I) {
-      using L = boost::mp11::mp_at_c<Slots, I>;
-      auto& s = store_.materialized(L::name.view());
-      const auto* current = static_cast<const value_t<L>*>(s.current);
-      if constexpr (detail::has_leaf(typename GradientProgram::leaves{}, L::name.view()))
-        gradient_program_.bind_device(L::name.view(), current, s.shape);
-      update_program_.bind_device(L::name.view(), current, s.shape);
-      void* destination = in_place[I] ? s.current : store_.next_buffer(L::name.view());
-      update_program_.template write_output_to<I>(static_cast<value_t<L>*>(destination));
-    });
+    // Loops over the slots' entries, not a function per slot: each would be mangled with
+    // the whole step's type, which names every parameter.
+    for (std::size_t i = 0; i < slot_count; ++i) {
+      const detail::leaf_entry& slot = slots[i];
+      auto& s = store_.materialized(slot.name);
+      if (gradient_reads_slot[i]) gradient_program_.bind_device(slot.name, slot.type, s.current, s.shape);
+      update_program_.bind_device(slot.name, slot.type, s.current, s.shape);
+      update_program_.write_output_to(i, slot.type, in_place[i] ? s.current : store_.next_buffer(slot.name));
+    }
     detail::bind_buffers<buffers, Assignments, handed_over_source.size()>(gradient_program_, update_program_, store_);
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<handed_over_source.size()>>([&](auto K) {
-      if constexpr (handed_over_source[K] == int(K)) {
-        using T = value_t<typename GradientProgram::template output_node<K>>;
-        gradient_program_.template write_output_to<K>(static_cast<T*>(handed_over_memory_[K]));
-      }
-    });
+    for (std::size_t k = 0; k < handed_over_source.size(); ++k)
+      if (handed_over_source[k] == int(k))
+        gradient_program_.write_output_to(k, GradientProgram::output_types[k], handed_over_memory_[k]);
     gradient_program_.run();
     loss_type loss{};
     gradient_program_.template read_output<0>(std::span<loss_type>(&loss, 1));
@@ -183,15 +182,10 @@ class train_step {
       gradient_program_.template read_output<GradientProgram::output_ids.size() - 1>(std::span<loss_type>(&check, 1));
       if (!scaling_.record(std::isfinite(double(check)))) return loss;  // skipped: the scale backed off
     }
-    boost::mp11::mp_for_each<boost::mp11::mp_iota_c<parameter_count>>([&](auto I) {
-      constexpr int k = GradientOutputs[I];
-      if constexpr (k >= 0) {
-        using P = boost::mp11::mp_at_c<Slots, I>;
-        update_program_.bind_device(detail::gradient_input<P>::name.view(),
-                                    static_cast<const value_t<P>*>(handed_over_memory_[std::size_t(k)]),
-                                    store_.at(P::name.view()).shape);
-      }
-    });
+    for (std::size_t i = 0; i < parameter_count; ++i)
+      if (const int k = GradientOutputs[i]; k >= 0)
+        update_program_.bind_device(gradient_names_[i], slots[i].type, handed_over_memory_[std::size_t(k)],
+                                    store_.at(slots[i].name).shape);
     update_program_.run();
     store_.swap_buffers();  // the slots not updated in place
     step_ = t;
@@ -406,6 +400,8 @@ class train_step {
   parameter_store<B> store_;
   parameter_store<B> handed_over_;  // the loss and the gradients, from one program to the other
   std::array<void*, handed_over_source.size()> handed_over_memory_{};  // output k's memory in handed_over_
+  std::array<bool, slot_count> gradient_reads_slot{};  // whether the gradient program reads slot i
+  std::array<std::string, parameter_count> gradient_names_;  // the update's input of parameter i's gradient
   std::int64_t step_ = 0;
   std::optional<lr_schedule> schedule_;
   Scaling scaling_;
