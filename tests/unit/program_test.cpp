@@ -558,6 +558,24 @@ TEMPLATE_LIST_TEST_CASE("bind_view reads the caller's memory without copying", "
   }
 }
 
+TEST_CASE("write_output_to by a run-time index writes there, and refuses a wrong index, type or input", "[program]") {
+  auto x = input<"x", f32>(shape<4>);
+  auto prog = compile(x * 2.0_c, x);
+  prog.bind("x", xt::xarray<float>{1, 2, 3, 4});
+  std::vector<float> out(4);
+  prog.write_output_to(0, dtype_tag::f32, out.data());
+  prog.run();
+  REQUIRE(out == std::vector<float>{2, 4, 6, 8});
+  require_throws_with([&] { prog.write_output_to(0, dtype_tag::f64, out.data()); }, "holds f32, not f64");
+  require_throws_with([&] { prog.write_output_to(1, dtype_tag::f32, out.data()); }, "is an input");
+  require_throws_with([&] { prog.write_output_to(2, dtype_tag::f32, out.data()); }, "does not exist");
+  prog.write_output_to(0, dtype_tag::f32, nullptr);  // back to the arena
+  prog.bind("x", xt::xarray<float>{5, 6, 7, 8});
+  prog.run();
+  test::require_close(prog.template output<0>(), xt::xarray<float>{10, 12, 14, 16});
+  REQUIRE(out == std::vector<float>{2, 4, 6, 8});  // no longer written
+}
+
 TEMPLATE_LIST_TEST_CASE("a tensor_store binds every input it names into a program", "[program][io]", test_backends) {
   auto w = param<"w", f32>(shape<3>);
   auto k = input<"k", i32>(shape<>);

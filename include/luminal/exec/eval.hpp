@@ -70,7 +70,6 @@ struct program_layout {
   using id = node_index<nodes, N>;
 };
 
-
 namespace detail {
 /// Row-major flat index of coordinates c: Horner's rule, no division.
 template <std::size_t R>

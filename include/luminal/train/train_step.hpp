@@ -103,7 +103,7 @@ class train_step {
       }
     for (std::size_t k = 0; k < handed_over_source.size(); ++k)  // found once, not by name every step
       handed_over_memory_[k] = handed_over_.at(output_name(handed_over_source[k])).current;
-    for (std::size_t i = 0; i < slot_count; ++i) gradient_reads_slot[i] = GradientProgram::reads_input(slots[i].name);
+    for (std::size_t i = 0; i < slot_count; ++i) gradient_reads_slot_[i] = GradientProgram::reads_input(slots[i].name);
     for (std::size_t i = 0; i < parameter_count; ++i) gradient_names_[i] = "grad." + std::string(slots[i].name);
   }
 
@@ -157,7 +157,7 @@ class train_step {
     for (std::size_t i = 0; i < slot_count; ++i) {
       const detail::leaf_entry& slot = slots[i];
       auto& s = store_.materialized(slot.name);
-      if (gradient_reads_slot[i]) gradient_program_.bind_device(slot.name, slot.type, s.current, s.shape);
+      if (gradient_reads_slot_[i]) gradient_program_.bind_device(slot.name, slot.type, s.current, s.shape);
       update_program_.bind_device(slot.name, slot.type, s.current, s.shape);
       update_program_.write_output_to(i, slot.type, in_place[i] ? s.current : store_.next_buffer(slot.name));
     }
@@ -400,7 +400,7 @@ class train_step {
   parameter_store<B> store_;
   parameter_store<B> handed_over_;  // the loss and the gradients, from one program to the other
   std::array<void*, handed_over_source.size()> handed_over_memory_{};  // output k's memory in handed_over_
-  std::array<bool, slot_count> gradient_reads_slot{};  // whether the gradient program reads slot i
+  std::array<bool, slot_count> gradient_reads_slot_{};  // whether the gradient program reads slot i
   std::array<std::string, parameter_count> gradient_names_;  // the update's input of parameter i's gradient
   std::int64_t step_ = 0;
   std::optional<lr_schedule> schedule_;
