@@ -90,6 +90,22 @@ struct cotangent_of {
                            std::make_index_sequence<Pass::consumers.start[I + 1] - Pass::consumers.start[I]>>>::type;
 };
 
+/// Every critical node's cotangent type, instantiated from the output down (a pack is
+/// substituted in order): each then finds its consumers' cotangents complete, and no
+/// instantiation nests as deep as the graph, which exceeds GCC's limit of 900 levels in
+/// an 8-layer transformer's backward.
+template <class Pass, int I>
+struct critical_cotangent {
+  using type = typename std::conditional_t<Pass::critical[std::size_t(I)], cotangent_of<Pass, I>,
+                                           std::type_identity<no_gradient>>::type;
+};
+template <class Pass, class Positions>
+struct cotangents_from_output;
+template <class Pass, std::size_t... K>
+struct cotangents_from_output<Pass, std::index_sequence<K...>> {
+  using type = boost::mp11::mp_list<typename critical_cotangent<Pass, int(sizeof...(K) - 1 - K)>::type...>;
+};
+
 template <class Pass, int I, std::size_t... E>
 struct summed_contributions<Pass, I, std::index_sequence<E...>> {
   using type = decltype(Pass::fold(
@@ -199,6 +215,8 @@ struct reverse_pass {
       return no_gradient{};
     } else {
       constexpr int id = node_index<nodes, W>::value;
+      using in_order [[maybe_unused]] =
+          typename detail::cotangents_from_output<reverse_pass, std::make_index_sequence<node_count>>::type;
       if constexpr (id >= int(node_count)) {
         return expand(Const<T, T(0)>{}, shape_t<W>{});
       } else {

@@ -75,11 +75,15 @@ constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& tabl
     for (int k = 0; k < table[i].child_count; ++k) from_input[i] = from_input[i] || from_input[table[i].children[k]];
   }
   auto forward = reachable_from(table, outputs[0]);
+  // What some gradient reaches and the forward does not: one sweep from all the gradients
+  // at once (parents come after children), not one per gradient, which grows with the
+  // square of the depth.
   std::array<bool, N> backward{};
-  for (std::size_t o = 1; o < NumOutputs; ++o) {
-    auto reached = reachable_from(table, outputs[o]);
-    for (std::size_t i = 0; i < N; ++i) backward[i] = backward[i] || (reached[i] && !forward[i]);
-  }
+  for (std::size_t o = 1; o < NumOutputs; ++o) backward[std::size_t(outputs[o])] = true;
+  for (std::size_t i = N; i-- > 0;)
+    if (backward[i])
+      for (int k = 0; k < table[i].child_count; ++k) backward[std::size_t(table[i].children[k])] = true;
+  for (std::size_t i = 0; i < N; ++i) backward[i] = backward[i] && !forward[i];
   for (std::size_t j = 0; j < N; ++j)
     if (backward[j])
       for (int k = 0; k < table[j].child_count; ++k) {
@@ -102,17 +106,18 @@ constexpr std::array<bool, N> retention_set(const std::array<node_info, N>& tabl
 /// such a gradient itself rather than reading it from the gradient program.
 ///
 /// A class per node whose children's answers the compiler keeps: every gradient shares
-/// the nodes of the forward pass and most of the backward.
+/// the nodes of the forward pass and most of the backward. std::conjunction stops at the
+/// first node that does not fuse: a fold of `&&` would instantiate every child's answer,
+/// a recursion as deep as the graph (past GCC's 900 levels at 8 transformer layers).
 template <class N>
 struct recomputes_from_leaves;
 template <class Children>
 struct all_recompute_from_leaves;
 template <class... C>
-struct all_recompute_from_leaves<boost::mp11::mp_list<C...>>
-    : std::bool_constant<(recomputes_from_leaves<C>::value && ...)> {};
+struct all_recompute_from_leaves<boost::mp11::mp_list<C...>> : std::conjunction<recomputes_from_leaves<C>...> {};
 template <class N>
-struct recomputes_from_leaves
-    : std::bool_constant<cheap_to_recompute(N::kind) && all_recompute_from_leaves<typename N::children>::value> {};
+struct recomputes_from_leaves : std::conjunction<std::bool_constant<cheap_to_recompute(N::kind)>,
+                                                 all_recompute_from_leaves<typename N::children>> {};
 
 /// The values a backward computes node N from, besides leaves, where it recomputes what
 /// fuses: nothing when N recomputes from leaves, N itself when it does not fuse (a
