@@ -253,9 +253,7 @@ class program {
   void write_output_to(typename output_node<I>::value_type* destination) {
     static_assert(output_node<I>::kind != op_kind::input,
                   "luminal: write_output_to: this output is an input, which no kernel writes");
-    constexpr int id = output_ids[I];
-    if ((external_[id] == nullptr) != (destination == nullptr)) planned_ = false;  // the arena changes
-    external_[id] = destination;
+    point_output(output_ids[I], destination);
   }
 
   /// write_output_to for output i known at run time: `type` must be its element type
@@ -267,9 +265,7 @@ class program {
                          : output_is_input[i]   ? " is an input, which no kernel writes"
                                                 : " holds " + std::string(dtype_name(output_types[i])) + ", not " +
                                                       std::string(dtype_name(type))));
-    const int id = output_ids[i];
-    if ((external_[id] == nullptr) != (destination == nullptr)) planned_ = false;  // the arena changes
-    external_[id] = destination;
+    point_output(output_ids[i], destination);
   }
 
   /// Works out every node's extents from the inputs bound now, without running (run()
@@ -380,6 +376,12 @@ class program {
 
  private:
   static constexpr auto& leaf_table = detail::leaf_entries<list_name<leaves>, list_name<nodes>>;
+
+  /// Node id, an output, is written to `destination` from the next run on (nullptr: the arena).
+  void point_output(int id, void* destination) {
+    if ((external_[id] == nullptr) != (destination == nullptr)) planned_ = false;  // the arena changes
+    external_[id] = destination;
+  }
 
   void bind_raw(std::string_view name, dtype_tag type, const void* data, std::span<const index_t> shape, bool copy) {
     std::size_t i = detail::find_input(leaf_table, name);

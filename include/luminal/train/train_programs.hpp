@@ -24,9 +24,11 @@ namespace luminal::detail {
 template <class G>
 using is_handed_over = std::bool_constant<!recomputes_from_leaves<G>::value>;
 
+/// What the name of a gradient's input starts with: "grad.<parameter>".
+inline constexpr fixed_string gradient_prefix("grad.");
 /// The input through which the update program reads parameter P's gradient: "grad.<name>".
 template <class P>
-using gradient_input = Leaf<fixed_string("grad.") + P::name, value_t<P>, shape_t<P>, leaf_role::input>;
+using gradient_input = Leaf<gradient_prefix + P::name, value_t<P>, shape_t<P>, leaf_role::input>;
 
 /// For each gradient, the gradient program's output that holds it (the loss is output 0),
 /// or -1 where the update recomputes it.

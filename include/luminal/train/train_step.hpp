@@ -104,7 +104,7 @@ class train_step {
     for (std::size_t k = 0; k < handed_over_source.size(); ++k)  // found once, not by name every step
       handed_over_memory_[k] = handed_over_.at(output_name(handed_over_source[k])).current;
     for (std::size_t i = 0; i < slot_count; ++i) gradient_reads_slot_[i] = GradientProgram::reads_input(slots[i].name);
-    for (std::size_t i = 0; i < parameter_count; ++i) gradient_names_[i] = "grad." + std::string(slots[i].name);
+    for (std::size_t i = 0; i < parameter_count; ++i) gradient_names_[i] = std::string(detail::gradient_prefix.view()) + std::string(slots[i].name);
   }
 
   /// Binds a data input (copied), as program::bind does. Parameters, optimizer state and
@@ -348,7 +348,8 @@ class train_step {
   void require_data_input(std::string_view name) const {
     bool reserved = name.starts_with("optim.") || name == "rng.seed";
     for (const detail::leaf_entry& slot : slots)
-      reserved = reserved || slot.name == name || (name.starts_with("grad.") && name.substr(5) == slot.name);
+      reserved = reserved || slot.name == name || (name.starts_with(detail::gradient_prefix.view()) &&
+                                                  name.substr(detail::gradient_prefix.view().size()) == slot.name);
     if (reserved)
       throw input_error("luminal: '" + std::string(name) +
                         "' is bound by the training step (a parameter, optimizer state or hyperparameter); "
