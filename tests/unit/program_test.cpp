@@ -411,6 +411,32 @@ TEMPLATE_LIST_TEST_CASE("independent loops of other sizes run in one launch, eac
                                     Catch::Contains("a loop of its own in the launch of kernel 0"));
 }
 
+TEST_CASE("each kernel's reads of stored nodes are recorded once, in place or elsewhere", "[plan]") {
+  auto x = input<"x", f32>(shape<16, 16>);
+  auto y = input<"y", f32>(shape<16, 16>);
+  auto z = input<"z", f32>(shape<16, 16>);
+  auto a = x * 2.0_c;                              // an output: stored
+  auto b = a + transpose(y) + z * transpose(z);   // reads a in place, y moved, z both ways
+  auto prog = compile(a, b);
+  using layout = typename decltype(prog)::layout;
+  using groups = luminal::detail::kernel_groups<layout>;
+  using kind = typename groups::read_kind;
+  constexpr int ia = layout::template id<decltype(a)>::value, ib = layout::template id<decltype(b)>::value;
+  constexpr int ix = layout::template id<decltype(x)>::value, iy = layout::template id<decltype(y)>::value;
+  constexpr int iz = layout::template id<decltype(z)>::value;
+  STATIC_REQUIRE(groups::find_read(ia, ix) == kind::in_place);
+  STATIC_REQUIRE(groups::find_read(ib, ia) == kind::in_place);
+  STATIC_REQUIRE(groups::find_read(ib, iy) == kind::elsewhere);
+  STATIC_REQUIRE(groups::find_read(ib, iz) == kind::elsewhere);  // one path moves the index
+  STATIC_REQUIRE(groups::find_read(ib, ix) == kind::none);       // behind a's buffer
+  STATIC_REQUIRE(groups::find_read(ia, iz) == kind::none);
+  // b's kernel: a, y and z, each once; the readers' side lists the same entries.
+  STATIC_REQUIRE(groups::reads.begin[ib + 1] - groups::reads.begin[ib] == 3);
+  STATIC_REQUIRE(groups::readers.begin[iz + 1] - groups::readers.begin[iz] == 1);
+  STATIC_REQUIRE(groups::readers.entries[groups::readers.begin[iz]].kernel == layout::plan.kernel_of[ib]);
+  STATIC_REQUIRE(groups::readers.begin[ix + 1] - groups::readers.begin[ix] == 1);
+}
+
 TEMPLATE_LIST_TEST_CASE("an update is not written over a tensor that another loop of its launch reads", "[plan]",
                         test_backends) {
   // p * 0.5 may replace p only if every kernel that reads p is done with it first; a + p

@@ -158,40 +158,120 @@ struct kernel_groups {
   /// writes (through maps and reshapes, same flat order, from the root), or elsewhere too
   /// (through another view, a permute, a slice, a window, or a gather).
   enum class read_kind { none, in_place, elsewhere };
-  static constexpr read_kind find_read(int root, int target) {
+  struct read_entry {
+    int target = -1;
+    read_kind kind = read_kind::none;
+  };
+  /// Every stored node each kernel reads, and how: kernel `root`'s entries are
+  /// entries[begin[root] .. begin[root + 1]). Size 0 only counts them.
+  template <std::size_t Size>
+  struct read_table {
+    std::array<int, Layout::table.size() + 1> begin{};
+    std::array<read_entry, Size> entries{};
+    std::size_t count = 0;
+  };
+  /// One walk of each kernel's inline tree, down to the stored nodes it reads. The
+  /// launch, segment and overwrite checks below ask up to 64 x 64 questions a launch;
+  /// answering each with a walk of its own (and arrays the graph's size cleared for it)
+  /// passed GCC's constexpr operation limit at 8 transformer layers.
+  template <std::size_t Size>
+  static constexpr read_table<Size> walk_reads() {
     constexpr auto& table = Layout::table;
     constexpr std::size_t n = table.size();
+    read_table<Size> out{};
+    std::array<bool, n> is_root{};
+    for (int k = 0; k < plan.kernel_count; ++k) is_root[std::size_t(plan.kernels[std::size_t(k)])] = true;
+    // Marks are the walk's number (root + 1), so no array is cleared between walks.
     // Each node is expanded at most twice (in place, moved), each time putting at most
-    // three children for one taken off: the stack never holds more than 4 n + 1.
-    std::array<bool, n> seen_in_place{}, seen_moved{};
-    std::array<int, 4 * n + 1> stack{};
-    std::array<bool, 4 * n + 1> stack_in_place{};
-    int top = 0;
-    stack[top] = root;
-    stack_in_place[top++] = true;
-    read_kind found = read_kind::none;
-    while (top > 0) {
-      --top;
-      const int id = stack[top];
-      const bool in_place = stack_in_place[top];
-      if (id == target && id != root) {
-        if (!in_place) return read_kind::elsewhere;
-        found = read_kind::in_place;
-        continue;
+    // five children (node_info::children): the stack never holds more than 10 n + 1.
+    std::array<int, n> walked_in_place{}, walked_moved{}, found_in{};
+    std::array<read_kind, n> kind{};
+    std::array<int, n> found{};
+    std::array<int, 10 * n + 1> stack{};
+    std::array<bool, 10 * n + 1> stack_in_place{};
+    for (std::size_t root = 0; root < n; ++root) {
+      out.begin[root] = int(out.count);
+      if (!is_root[root]) continue;
+      const int mark = int(root) + 1;
+      int top = 0, found_count = 0;
+      stack[top] = int(root);
+      stack_in_place[top++] = true;
+      while (top > 0) {
+        --top;
+        const auto id = std::size_t(stack[top]);
+        const bool in_place = stack_in_place[top];
+        if (id != root && plan.stored[id]) {  // another buffer: read here, not walked into
+          const read_kind read = in_place ? read_kind::in_place : read_kind::elsewhere;
+          if (found_in[id] != mark) {
+            found_in[id] = mark;
+            kind[id] = read;
+            found[std::size_t(found_count++)] = int(id);
+          } else if (read == read_kind::elsewhere) {
+            kind[id] = read;
+          }
+          continue;
+        }
+        auto& walked = in_place ? walked_in_place : walked_moved;
+        if (walked[id] == mark) continue;
+        walked[id] = mark;
+        const node_info& info = table[id];
+        const bool keeps_index = in_place && (child_reads_of(info.kind) == child_reads::same_place || info.is_reshape);
+        for (int c = 0; c < info.child_count; ++c) {
+          stack[std::size_t(top)] = info.children[std::size_t(c)];
+          stack_in_place[std::size_t(top++)] = keeps_index;
+        }
       }
-      if (id != root && plan.stored[id]) continue;  // another buffer: read anywhere
-      auto& seen = in_place ? seen_in_place : seen_moved;
-      if (seen[std::size_t(id)]) continue;
-      seen[std::size_t(id)] = true;
-      const node_info& info = table[std::size_t(id)];
-      const bool keeps_index = in_place && (child_reads_of(info.kind) == child_reads::same_place || info.is_reshape);
-      for (int c = 0; c < info.child_count; ++c) {
-        stack[top] = info.children[c];
-        stack_in_place[top++] = keeps_index;
+      for (int f = 0; f < found_count; ++f) {
+        if constexpr (Size > 0) out.entries[out.count] = {found[std::size_t(f)], kind[std::size_t(found[std::size_t(f)])]};
+        ++out.count;
       }
     }
-    return found;
+    out.begin[n] = int(out.count);
+    return out;
   }
+  static constexpr auto reads = walk_reads<walk_reads<0>().count>();
+  static constexpr read_kind find_read(int root, int target) {
+    if (!plan.stored[std::size_t(target)]) throw "luminal: kernel_groups: reads are recorded for stored nodes only";
+    for (int e = reads.begin[std::size_t(root)]; e < reads.begin[std::size_t(root) + 1]; ++e)
+      if (reads.entries[std::size_t(e)].target == target) return reads.entries[std::size_t(e)].kind;
+    return read_kind::none;
+  }
+  /// The kernels (plan positions) that read each stored node, and how: those of node
+  /// `target` are entries[begin[target] .. begin[target + 1]), in run order.
+  struct reader_entry {
+    int kernel = -1;
+    read_kind kind = read_kind::none;
+  };
+  static constexpr std::size_t reader_count = [] {
+    std::size_t count = 0;
+    for (int k = 0; k < plan.kernel_count; ++k) {
+      const auto root = std::size_t(plan.kernels[std::size_t(k)]);
+      count += std::size_t(reads.begin[root + 1] - reads.begin[root]);
+    }
+    return count;
+  }();
+  struct reader_table {
+    std::array<int, Layout::table.size() + 1> begin{};
+    std::array<reader_entry, reader_count> entries{};
+  };
+  static constexpr reader_table readers = [] {
+    reader_table out{};
+    std::array<int, Layout::table.size() + 1> next{};
+    for (int k = 0; k < plan.kernel_count; ++k) {
+      const auto root = std::size_t(plan.kernels[std::size_t(k)]);
+      for (int e = reads.begin[root]; e < reads.begin[root + 1]; ++e) ++out.begin[std::size_t(reads.entries[std::size_t(e)].target) + 1];
+    }
+    for (std::size_t t = 0; t < Layout::table.size(); ++t) out.begin[t + 1] += out.begin[t];
+    next = out.begin;
+    for (int k = 0; k < plan.kernel_count; ++k) {
+      const auto root = std::size_t(plan.kernels[std::size_t(k)]);
+      for (int e = reads.begin[root]; e < reads.begin[root + 1]; ++e) {
+        const read_entry& read = reads.entries[std::size_t(e)];
+        out.entries[std::size_t(next[std::size_t(read.target)]++)] = {k, read.kind};
+      }
+    }
+    return out;
+  }();
   /// Whether kernel `root` reads stored node `target`, if at all, only at the flat index
   /// it writes.
   static constexpr bool reads_in_place(int root, int target) { return find_read(root, target) != read_kind::elsewhere; }
@@ -286,15 +366,16 @@ struct kernel_groups {
   static constexpr bool may_overwrite(int writer, int target) {
     if (writer < 0 || writer >= int(plan.kernel_count)) return false;
     const auto t = std::size_t(target);
+    if (!plan.stored[t]) return false;  // no buffer to write over
     if (std::max(plan.forward_last_use[t], plan.backward_last_use[t]) > writer) return false;
     int segment = writer;
     while (segment_end[std::size_t(segment)] < 0) --segment;
-    // Kernels before the writer's group read the target before it is overwritten: only
-    // the later ones are searched (each search is a walk of the whole graph).
-    for (int k = first_of(writer); k < int(plan.kernel_count); ++k) {
-      const read_kind read = find_read(plan.kernels[std::size_t(k)], target);
-      if (read == read_kind::none) continue;
-      if (k > writer || k < segment || read == read_kind::elsewhere) return false;
+    // Kernels before the writer's group read the target before it is overwritten.
+    const int first = first_of(writer);
+    for (int e = readers.begin[t]; e < readers.begin[t + 1]; ++e) {
+      const reader_entry& reader = readers.entries[std::size_t(e)];
+      if (reader.kernel < first) continue;
+      if (reader.kernel > writer || reader.kernel < segment || reader.kind == read_kind::elsewhere) return false;
     }
     return true;
   }

@@ -41,6 +41,16 @@ consteval std::array<int, sizeof...(G)> gradient_outputs(boost::mp11::mp_list<G.
   return out;
 }
 
+/// For each node, whether a node above it (one that depends on it, itself excepted) reads
+/// its children other than at the index it computes: one sweep from the outputs down.
+template <std::size_t N>
+constexpr std::array<bool, N> below_other_reads(const std::array<node_info, N>& table) {
+  std::array<bool, N> below{};
+  for (std::size_t id = N; id-- > 0;)  // parents come after children
+    if (below[id] || child_reads_of(table[id].kind) != child_reads::same_place)
+      for (int c = 0; c < table[id].child_count; ++c) below[std::size_t(table[id].children[std::size_t(c)])] = true;
+  return below;
+}
 /// Whether the update program may write the new value of each slot L (output i for the
 /// i-th slot) over the slot's current value:
 ///   - every node that depends on the slot is a map (elementwise over same-shape operands),
@@ -51,32 +61,23 @@ consteval std::array<int, sizeof...(G)> gradient_outputs(boost::mp11::mp_list<G.
 ///     (kernel_groups::may_overwrite).
 /// Adam, AdamW and SGD update every slot in place; an update that reads a parameter
 /// through a view or a reduction (a norm of it) falls back to the store's second buffer.
-template <class Program, class L, std::size_t I>
-constexpr bool slot_updated_in_place() {
-  constexpr auto& table = Program::layout::table;
-  constexpr auto& plan = Program::plan;
-  constexpr std::size_t n = Program::node_count;
-  const int leaf = int(node_index<typename Program::nodes, L>::value), output = Program::output_ids[I];
-  const int writer = plan.kernel_of[output];
-  bool safe = output != leaf && kernel_groups<typename Program::layout>::may_overwrite(writer, leaf);
-  std::array<bool, n> depends{};
-  depends[std::size_t(leaf)] = true;
-  for (std::size_t id = 0; id < n; ++id) {  // children come before their parents
-    for (int c = 0; c < table[id].child_count; ++c) depends[id] = depends[id] || depends[table[id].children[c]];
-    safe = safe && (!depends[id] || int(id) == leaf || child_reads_of(table[id].kind) == child_reads::same_place);
+/// Slot i is the leaf at node id leaves[i]; its new value is output i. One evaluation
+/// for all slots: a sweep of the graph per slot grew with slots times nodes.
+template <class Program, std::size_t S>
+constexpr std::array<bool, S> slots_updated_in_place_at(const std::array<int, S>& leaves) {
+  const auto below = below_other_reads(Program::layout::table);
+  std::array<bool, S> safe{};
+  for (std::size_t i = 0; i < S; ++i) {
+    const int leaf = leaves[i], output = Program::output_ids[i];
+    safe[i] = output != leaf && !below[std::size_t(leaf)] &&
+              kernel_groups<typename Program::layout>::may_overwrite(Program::plan.kernel_of[std::size_t(output)], leaf);
   }
   return safe;
 }
-/// One constant evaluation per slot: GCC bounds the operations of each
-/// (-fconstexpr-ops-limit), and the work grows with the slots times the graph.
-template <class Program, class L, std::size_t I>
-inline constexpr bool slot_updated_in_place_v = slot_updated_in_place<Program, L, I>();
-
 template <class Program, class... L>
 constexpr std::array<bool, sizeof...(L)> slots_updated_in_place(boost::mp11::mp_list<L...>) {
-  return []<std::size_t... I>(std::index_sequence<I...>) {
-    return std::array<bool, sizeof...(L)>{slot_updated_in_place_v<Program, L, I>...};
-  }(std::index_sequence_for<L...>{});
+  return slots_updated_in_place_at<Program>(
+      std::array<int, sizeof...(L)>{int(node_index<typename Program::nodes, L>::value)...});
 }
 
 }  // namespace luminal::detail
