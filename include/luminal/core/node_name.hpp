@@ -93,6 +93,14 @@ constexpr std::uint64_t mix(std::uint64_t h) {
   h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
   return h ^ (h >> 31);
 }
+/// A sequence's hash from its members' hashes, each step mixed: two folds with other
+/// seeds and steps make a list's two hashes (list_hashes, flat::keyed). Folding hashes
+/// already known, not a spelling of the whole list, keeps the work to one step a member.
+constexpr std::uint64_t fold_hashes(const std::uint64_t* hashes, std::size_t count, std::uint64_t h,
+                                    std::uint64_t step) {
+  for (std::size_t i = 0; i < count; ++i) h = mix((h ^ hashes[i]) + step);
+  return h;
+}
 /// The op's hash, then each child's, in order: what makes a definition (its shape and
 /// element type follow from them). 64 bits: two definitions of one file under one name
 /// would be a compile error, so a collision could not pass unseen.
@@ -118,7 +126,18 @@ struct named_list {
   using type = naming::named_type_t<H1, H2>;
 };
 namespace naming {
-template <class L, std::uint64_t H1 = first_hash<L>, std::uint64_t H2 = second_hash<L>,
+/// A list's two hashes, from its members' (hash_of), not from its spelling: spelled, a
+/// program's node list is a string of hundreds of kilobytes, and hashing it a character
+/// at a time passed GCC's constexpr operation limit.
+template <class L>
+struct list_hashes;
+template <template <class...> class List, class... T>
+struct list_hashes<List<T...>> {
+  static constexpr std::uint64_t members[] = {hash_of<T>..., 0};
+  static constexpr std::uint64_t first = fold_hashes(members, sizeof...(T), first_hash<List<>>, 0);
+  static constexpr std::uint64_t second = fold_hashes(members, sizeof...(T), second_hash<List<>>, 0x9e3779b97f4a7c15ull);
+};
+template <class L, std::uint64_t H1 = list_hashes<L>::first, std::uint64_t H2 = list_hashes<L>::second,
           std::size_t = sizeof(name_binding<L, H1, H2>)>
 auto list_named() -> named_list<H1, H2>;
 }  // namespace naming

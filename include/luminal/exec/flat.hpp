@@ -9,7 +9,7 @@
 //
 //     using P = flat::graph_of<Layout>;   // Layout: a program_layout (eval.hpp)
 //
-// Under GCC and Clang, graph_of names the flat graph by a 128-bit hash of its type:
+// Under GCC and Clang, graph_of names the flat graph by two hashes of its nodes:
 // flat::keyed<H1, H2> derives from it, so kernels see the same members, but every kernel
 // and evaluator function is mangled with two numbers instead of the whole graph. The
 // compiler's mangler looks each part of a name up among the parts before it, so a name
@@ -128,7 +128,36 @@ template <std::uint64_t H1, std::uint64_t H2>
 struct keyed : naming::named_type_t<H1, H2> {};
 
 namespace key_detail {
-template <class P, std::uint64_t H1 = naming::first_hash<P>, std::uint64_t H2 = naming::second_hash<P>,
+/// The hash of an integer sequence's values (a node's static extents, its child ids).
+template <class Seq>
+struct sequence_hash;
+template <class I, I... V>
+struct sequence_hash<std::integer_sequence<I, V...>> {
+  static constexpr std::uint64_t values[] = {std::uint64_t(V)..., 0};
+  static constexpr std::uint64_t value = naming::fold_hashes(values, sizeof...(V), sizeof...(V), 0);
+};
+/// A flat node's hash: each of its parameters, the op and element type by their
+/// spellings (a few distinct types, each hashed once).
+template <class N>
+struct node_hash {
+  static constexpr std::uint64_t parts[] = {std::uint64_t(N::kind), naming::hash_of<typename N::op>,
+                                            naming::hash_of<typename N::value_type>, std::uint64_t(N::stored),
+                                            sequence_hash<typename N::static_extents>::value,
+                                            sequence_hash<typename N::children>::value};
+  static constexpr std::uint64_t value = naming::fold_hashes(parts, 6, 0, 0);
+};
+/// A flat graph's two hashes, from its nodes': hashing its spelling, one character at a
+/// time, took seconds of constant evaluation for a transformer's training step.
+template <class P>
+struct graph_hashes;
+template <std::size_t MaxRank, class... N>
+struct graph_hashes<graph<MaxRank, N...>> {
+  static constexpr std::uint64_t nodes[] = {node_hash<N>::value..., 0};
+  static constexpr std::uint64_t first = naming::fold_hashes(nodes, sizeof...(N), naming::mix(MaxRank), 0);
+  static constexpr std::uint64_t second =
+      naming::fold_hashes(nodes, sizeof...(N), naming::mix(MaxRank + 0x6a09e667f3bcc909ull), 0x9e3779b97f4a7c15ull);
+};
+template <class P, std::uint64_t H1 = graph_hashes<P>::first, std::uint64_t H2 = graph_hashes<P>::second,
           std::size_t = sizeof(naming::name_binding<P, H1, H2>)>
 auto keyed_graph() -> keyed<H1, H2>;
 /// A class, so that the key is worked out once per layout (see flat_graph).
