@@ -168,4 +168,10 @@ TEST_CASE("topo_nodes: depth-first, children in order before parents, each once,
   STATIC_REQUIRE(boost::mp11::mp_size<nodes>::value == 1002);
   STATIC_REQUIRE(std::is_same_v<boost::mp11::mp_front<nodes>, decltype(x)>);
   STATIC_REQUIRE(std::is_same_v<boost::mp11::mp_back<nodes>, decltype(deep)>);
+  // The nodes done are kept in chunks of 64 and buckets by hash: y, reused by every
+  // addition, is found done in its bucket each time, and the chunks join in order.
+  STATIC_REQUIRE(std::is_same_v<boost::mp11::mp_at_c<nodes, 1>, decltype(input<"y", f32>(shape<4>))>);
+  STATIC_REQUIRE(boost::mp11::mp_count<nodes, decltype(input<"y", f32>(shape<4>))>::value == 1);
+  STATIC_REQUIRE(std::is_same_v<boost::mp11::mp_first<typename boost::mp11::mp_at_c<nodes, 500>::children>,
+                                boost::mp11::mp_at_c<nodes, 499>>);
 }

@@ -56,8 +56,8 @@ struct contains<boost::mp11::mp_list<T...>, N> : std::bool_constant<(__is_same(T
 // instantiation in the next; a fold expression over an overloaded operator,
 // `(state >> ... >> tick)`, instead instantiates each step beside the previous one.
 //
-// Each step's state is the list of nodes done (Visited) and the stack of frames (a node
-// and its children not yet looked at). The fold's operand is the state's nested class
+// Each step's state is the nodes done (Visited: dfs_visited, below) and the stack of
+// frames (a node and its children not yet looked at). The fold's operand is the state's nested class
 // `handle`, whose member operator>> names the next state: argument-dependent lookup
 // reaches a nested class's enclosing class, but not that class's template arguments (the
 // whole node list), so looking the operator up costs the same at any size. (A friend
@@ -69,6 +69,104 @@ struct dfs_bottom;
 template <class N, class Remaining, class Below>
 struct dfs_frame;
 struct dfs_tick {};
+
+// The nodes done (dfs_visited): in order, in chunks, and for the test whether a node is
+// done, in 64 buckets by its hash, held in a trie of two levels of 8. As one list, each
+// step created a copy of it (a list type is created whole) and each test looked at every
+// element: quadratic in the graph. A step now creates one bucket, two trie nodes of 8 and
+// the last chunk of the order. (Under nvcc, whose nodes are not named by hashes, one
+// bucket holds them all.)
+template <class... T>
+struct dfs_trie;
+using dfs_trie_leaf = dfs_trie<boost::mp11::mp_list<>, boost::mp11::mp_list<>, boost::mp11::mp_list<>,
+                               boost::mp11::mp_list<>, boost::mp11::mp_list<>, boost::mp11::mp_list<>,
+                               boost::mp11::mp_list<>, boost::mp11::mp_list<>>;
+using dfs_trie_root = dfs_trie<dfs_trie_leaf, dfs_trie_leaf, dfs_trie_leaf, dfs_trie_leaf, dfs_trie_leaf,
+                               dfs_trie_leaf, dfs_trie_leaf, dfs_trie_leaf>;
+/// Child I of a trie node.
+template <std::size_t I, class Trie>
+struct dfs_pick;
+#define LUMINAL_DFS_PICK(I, T)                                                               \
+  template <class T0, class T1, class T2, class T3, class T4, class T5, class T6, class T7> \
+  struct dfs_pick<I, dfs_trie<T0, T1, T2, T3, T4, T5, T6, T7>> {                           \
+    using type = T;                                                                          \
+  };
+LUMINAL_DFS_PICK(0, T0)
+LUMINAL_DFS_PICK(1, T1)
+LUMINAL_DFS_PICK(2, T2)
+LUMINAL_DFS_PICK(3, T3)
+LUMINAL_DFS_PICK(4, T4)
+LUMINAL_DFS_PICK(5, T5)
+LUMINAL_DFS_PICK(6, T6)
+LUMINAL_DFS_PICK(7, T7)
+#undef LUMINAL_DFS_PICK
+/// Trie node Trie with child I replaced by New.
+template <bool Here>
+struct dfs_slot {
+  template <class Old, class New>
+  using type = Old;
+};
+template <>
+struct dfs_slot<true> {
+  template <class Old, class New>
+  using type = New;
+};
+template <std::size_t I, class Trie, class New, class = std::make_index_sequence<8>>
+struct dfs_replace;
+template <std::size_t I, class... T, class New, std::size_t... J>
+struct dfs_replace<I, dfs_trie<T...>, New, std::index_sequence<J...>> {
+  using type = dfs_trie<typename dfs_slot<J == I>::template type<T, New>...>;
+};
+template <class N>
+constexpr std::size_t dfs_bucket_of =
+#if LUMINAL_SHORT_NAMES
+    std::size_t(naming::hash_of<N> % 64);
+#else
+    0;
+#endif
+/// Chunks: a list of full chunks of the order (64 nodes each); Partial: the last, not
+/// full; Trie: the buckets.
+template <class Chunks, class Partial, class Trie>
+struct dfs_visited;
+using dfs_nothing_visited = dfs_visited<boost::mp11::mp_list<>, boost::mp11::mp_list<>, dfs_trie_root>;
+template <class V, class N>
+struct visited_contains;
+template <class Chunks, class Partial, class Trie, class N>
+struct visited_contains<dfs_visited<Chunks, Partial, Trie>, N>
+    : contains<typename dfs_pick<dfs_bucket_of<N> % 8, typename dfs_pick<dfs_bucket_of<N> / 8, Trie>::type>::type, N> {};
+template <bool Room>
+struct dfs_order_push {  // a full chunk: it joins the chunks, N starts the next
+  template <class Chunks, class Partial, class N>
+  using chunks = boost::mp11::mp_push_back<Chunks, Partial>;
+  template <class Chunks, class Partial, class N>
+  using partial = boost::mp11::mp_list<N>;
+};
+template <>
+struct dfs_order_push<true> {
+  template <class Chunks, class Partial, class N>
+  using chunks = Chunks;
+  template <class Chunks, class Partial, class N>
+  using partial = boost::mp11::mp_push_back<Partial, N>;
+};
+template <class V, class N>
+struct visited_add;
+template <class Chunks, class Partial, class Trie, class N>
+struct visited_add<dfs_visited<Chunks, Partial, Trie>, N> {
+  static constexpr std::size_t upper = dfs_bucket_of<N> / 8, lower = dfs_bucket_of<N> % 8;
+  using node = typename dfs_pick<upper, Trie>::type;
+  using bucket = boost::mp11::mp_push_back<typename dfs_pick<lower, node>::type, N>;
+  using trie = typename dfs_replace<upper, Trie, typename dfs_replace<lower, node, bucket>::type>::type;
+  using push = dfs_order_push<(boost::mp11::mp_size<Partial>::value < 64)>;
+  using type = dfs_visited<typename push::template chunks<Chunks, Partial, N>,
+                           typename push::template partial<Chunks, Partial, N>, trie>;
+};
+/// The nodes done, in order.
+template <class V>
+struct visited_list;
+template <class... Chunk, class Partial, class Trie>
+struct visited_list<dfs_visited<boost::mp11::mp_list<Chunk...>, Partial, Trie>> {
+  using type = boost::mp11::mp_append<boost::mp11::mp_list<>, Chunk..., Partial>;
+};
 
 /// A state's handle: `handle >> dfs_tick{}` is the state after one step, the top frame's
 /// next child pushed (unless it is done) or the top frame finished.
@@ -84,7 +182,7 @@ struct dfs_state<Visited, dfs_bottom> {
 template <class Visited, class N, class Below>
 struct dfs_state<Visited, dfs_frame<N, boost::mp11::mp_list<>, Below>> {
   struct handle {
-    typename dfs_state<boost::mp11::mp_push_back<Visited, N>, Below>::handle operator>>(dfs_tick) const;
+    typename dfs_state<typename visited_add<Visited, N>::type, Below>::handle operator>>(dfs_tick) const;
   };
 };
 template <bool Done>
@@ -100,7 +198,7 @@ struct dfs_push<true> {
 template <class Visited, class N, class C, class... Rest, class Below>
 struct dfs_state<Visited, dfs_frame<N, boost::mp11::mp_list<C, Rest...>, Below>> {
   struct handle {
-    typename dfs_state<Visited, typename dfs_push<contains<Visited, C>::value>::template type<
+    typename dfs_state<Visited, typename dfs_push<visited_contains<Visited, C>::value>::template type<
                                     C, dfs_frame<N, boost::mp11::mp_list<Rest...>, Below>>>::handle
     operator>>(dfs_tick) const;
   };
@@ -136,7 +234,7 @@ struct dfs_box {
   template <std::size_t Steps>
   dfs_box<typename dfs_advance<H, Steps>::type> operator>>(dfs_chunk<Steps>) const;
   template <class O, class Done = H>  // Done: H, named so that only a finished walk is asked for its nodes
-  dfs_box<typename dfs_walk<contains<typename Done::visited, O>::value, Done, O>::type> operator>>(dfs_output<O>) const;
+  dfs_box<typename dfs_walk<visited_contains<typename Done::visited, O>::value, Done, O>::type> operator>>(dfs_output<O>) const;
 };
 template <class H, std::size_t Steps, std::size_t... I>
 struct dfs_advance<H, Steps, false, true, std::index_sequence<I...>> {
@@ -168,9 +266,9 @@ struct dfs_walk<false, H, O> {
 };
 template <class... Outputs>
 struct dfs_nodes {
-  using start = dfs_box<typename dfs_state<boost::mp11::mp_list<>, dfs_bottom>::handle>;
+  using start = dfs_box<typename dfs_state<dfs_nothing_visited, dfs_bottom>::handle>;
   using walked = decltype((start{} >> ... >> dfs_output<Outputs>{}));  // start if no outputs
-  using type = typename walked::handle::visited;
+  using type = typename visited_list<typename walked::handle::visited>::type;
 };
 }  // namespace detail
 
