@@ -15,6 +15,7 @@
 #include "../plan/arena.hpp"
 #include "../core/backend.hpp"
 #include "bindings.hpp"
+#include "program_inputs.hpp"
 #include "describe.hpp"
 #include "dot.hpp"
 #include "../exec/eval.hpp"
@@ -28,15 +29,23 @@ namespace luminal {
 template <class N>
 using is_leaf_node = std::bool_constant<N::kind == op_kind::input>;
 
+/// The inputs of the program of Outputs on B: its leaves, among its nodes, by short names.
+template <class B, class... Outputs>
+using program_inputs_of = detail::program_inputs<B, list_name<filter_nodes<is_leaf_node, topo_nodes<Outputs...>>>,
+                                                 list_name<topo_nodes<Outputs...>>>;
+
 /// A compiled program for the outputs' graph on backend B. Move-only; owns its memory.
 ///
 ///     auto prog = compile(y);                  // or compile<kokkos<>>(y)
 ///     prog.bind("x", xt::xarray<float>{...});  // copies; bind_view() does not
 ///     prog.run();
 ///     xt::xarray<float> out = prog.output<0>();
+/// Inputs are bound through the bind() family of detail::program_inputs (program_inputs.hpp).
 template <class B, retention_policy Policy, expression... Outputs>
-class program {
+class program : public program_inputs_of<B, Outputs...> {
   static_assert(defined_backend<B>, LUMINAL_BACKEND_DEFINED_MESSAGE);
+  using inputs = program_inputs_of<B, Outputs...>;
+  using inputs::backend_, inputs::bindings_, inputs::formats_, inputs::extents_current_, inputs::leaf_table;
 
  public:
   using nodes = topo_nodes<Outputs...>;
@@ -59,7 +68,7 @@ class program {
   static constexpr bool checks_indices =
       detail::holds_kind(layout::table, op_kind::gather) || detail::any_reports_bad_indices<nodes>::value;
 
-  explicit program(B backend = {}) : backend_(std::move(backend)) {
+  explicit program(B backend = {}) : inputs(std::move(backend)) {
     dims_.assign(node_count * max_rank, 0);
     planned_dims_.assign(node_count * max_rank, -1);
     buffers_device_ = static_cast<void**>(backend_.allocate(node_count * sizeof(void*)));
@@ -71,81 +80,6 @@ class program {
   program(program&& other) noexcept { swap(other); }
   program& operator=(program&& other) noexcept { swap(other); return *this; }
   ~program() { release(); }
-
-  // ---- inputs -------------------------------------------------------------------------
-
-  /// Binds an input or parameter from an xtensor expression (copied into the program).
-  template <class E>
-  void bind(std::string_view name, const xt::xexpression<E>& array) {
-    const auto& a = array.derived_cast();
-    using T = typename E::value_type;
-    std::array<index_t, 16> shape{};
-    if (a.dimension() > shape.size()) throw input_error("luminal: arrays of rank > 16 are not supported");
-    for (std::size_t k = 0; k < a.dimension(); ++k) shape[k] = index_t(a.shape()[k]);
-    std::span<const index_t> extents(shape.data(), a.dimension());
-    if constexpr (requires { a.data(); }) {
-      if (a.layout() == xt::layout_type::row_major || a.dimension() <= 1) {
-        bind_raw(name, dtype_of<T>(), a.data(), extents, true);
-        return;
-      }
-    }
-    xt::xarray<T, xt::layout_type::row_major> contiguous = a;
-    bind_raw(name, dtype_of<T>(), contiguous.data(), extents, true);
-  }
-
-  /// Binds from raw memory, copied into the program: `bind("x", ptr, {32, 784})`.
-  template <element_type T>
-  void bind(std::string_view name, const T* data, std::span<const index_t> shape) {
-    bind_raw(name, dtype_of<T>(), data, shape, true);
-  }
-  template <element_type T>
-  void bind(std::string_view name, const T* data, std::initializer_list<index_t> shape) {
-    bind_raw(name, dtype_of<T>(), data, std::span<const index_t>(shape.begin(), shape.size()), true);
-  }
-
-  /// Binds without copying: the memory must stay valid and unchanged until run() returns.
-  template <element_type T>
-  void bind_view(std::string_view name, const T* data, std::span<const index_t> shape) {
-    if constexpr (!B::host_accessible)
-      throw input_error(std::string("luminal: bind_view needs host-accessible memory; backend '") + B::name +
-                        "' needs bind(), which copies");
-    bind_raw(name, dtype_of<T>(), data, shape, false);
-  }
-  template <element_type T>
-  void bind_view(std::string_view name, const T* data, std::initializer_list<index_t> shape) {
-    bind_view(name, data, std::span<const index_t>(shape.begin(), shape.size()));
-  }
-
-  /// Binds a quantized weight (a `quantized_weight<Name>` leaf) stored in `format`: rows of
-  /// the last extent's elements in ggml's blocks, as a GGUF file holds them (`shape` counts
-  /// elements, not blocks). Without a copy where the backend reads host memory (the memory
-  /// must then stay valid and unchanged until run() returns), else copied to the device.
-  ///     prog.bind_quantized("blk.0.attn_q.weight", quant_format::q4_1, data, {576, 576});
-  void bind_quantized(std::string_view name, quant_format format, const void* data, std::span<const index_t> shape) {
-    bind_quantized_as(name, format, data, shape, !B::host_accessible);
-  }
-  void bind_quantized(std::string_view name, quant_format format, const void* data,
-                      std::initializer_list<index_t> shape) {
-    bind_quantized(name, format, data, std::span<const index_t>(shape.begin(), shape.size()));
-  }
-  /// bind_quantized for data already in this backend's memory (a GPU's): never copied.
-  void bind_quantized_device(std::string_view name, quant_format format, const void* data,
-                             std::span<const index_t> shape) {
-    bind_quantized_as(name, format, data, shape, false);
-  }
-
-  /// Binds memory of this backend (device memory on a GPU) without copying: the memory
-  /// must stay valid and unchanged until run() returns. A parameter_store binds this way.
-  template <element_type T>
-  void bind_device(std::string_view name, const T* data, std::span<const index_t> shape) {
-    bind_raw(name, dtype_of<T>(), data, shape, false);
-  }
-  /// bind_device for data whose element type is known at run time only (checked as the
-  /// typed form checks it): a training step binds its store's tensors by a loop over
-  /// their entries, not a function per parameter.
-  void bind_device(std::string_view name, dtype_tag type, const void* data, std::span<const index_t> shape) {
-    bind_raw(name, type, data, shape, false);
-  }
 
   // ---- running ------------------------------------------------------------------------
 
@@ -308,8 +242,6 @@ class program {
   std::vector<std::pair<double, std::string>> profile_rows(std::string_view prefix = {}) const {
     return detail::kernel_time_rows<layout>(kernel_seconds_, profiled_runs_, prefix);
   }
-  /// Whether the program has an input (leaf) named `name`.
-  static bool reads_input(std::string_view name) { return detail::holds_input(leaf_table, name); }
   /// Runs timed since set_profiling(true).
   std::size_t profiled_runs() const { return profiled_runs_; }
 
@@ -375,50 +307,10 @@ class program {
   }
 
  private:
-  static constexpr auto& leaf_table = detail::leaf_entries<list_name<leaves>, list_name<nodes>>;
-
   /// Node id, an output, is written to `destination` from the next run on (nullptr: the arena).
   void point_output(int id, void* destination) {
     if ((external_[id] == nullptr) != (destination == nullptr)) planned_ = false;  // the arena changes
     external_[id] = destination;
-  }
-
-  void bind_raw(std::string_view name, dtype_tag type, const void* data, std::span<const index_t> shape, bool copy) {
-    std::size_t i = detail::find_input(leaf_table, name);
-    bind_data(i, data, shape, detail::check_input(leaf_table[i], type, data, shape) * leaf_table[i].element_bytes, copy);
-  }
-
-  void bind_quantized_as(std::string_view name, quant_format format, const void* data, std::span<const index_t> shape,
-                         bool copy) {
-    std::size_t i = detail::find_input(leaf_table, name);
-    const detail::leaf_entry& leaf = leaf_table[i];
-    if (leaf.type != dtype_tag::quantized)
-      throw input_error("luminal: input '" + std::string(name) + "' holds " + std::string(dtype_name(leaf.type)) +
-                        "; bind_quantized() binds quantized weights (quantized_weight<Name>)");
-    std::size_t count = detail::check_input(leaf, dtype_tag::quantized, data, shape);
-    bind_data(i, data, shape, detail::quantized_bytes(leaf, format, count, shape), copy);
-    formats_[std::size_t(leaf.node)] = format;
-  }
-
-  /// Binds `bytes` bytes at `data` to input i, checked already: copied, or in place.
-  void bind_data(std::size_t i, const void* data, std::span<const index_t> shape, std::size_t bytes, bool copy) {
-    detail::input_binding& b = bindings_[i];
-    std::copy(shape.begin(), shape.end(), b.dims.begin());
-    if (copy) {
-      if (b.owned_bytes < bytes) {
-        if (b.owned) backend_.deallocate(b.owned);
-        b.owned = nullptr, b.owned_bytes = 0;  // nothing dangling if the allocation fails
-        b.owned = allocate_named(bytes, [&] { return backend_.allocate(bytes); },
-                                 [&] { return "the program's copy of input '" + std::string(leaf_table[i].name) + "'"; });
-        b.owned_bytes = bytes;
-      }
-      backend_.to_device(b.owned, data, bytes);
-      b.data = b.owned;
-    } else {
-      b.data = data;
-    }
-    b.bound = true;
-    extents_current_ = false;
   }
 
   void resolve_symbols() { detail::resolve_symbols(leaf_table, bindings_, symbols_); }
@@ -510,8 +402,7 @@ class program {
   }
 
   void swap(program& other) noexcept {
-    std::swap(backend_, other.backend_);
-    std::swap(bindings_, other.bindings_);
+    this->swap_inputs(other);
     std::swap(dims_, other.dims_);
     std::swap(planned_dims_, other.planned_dims_);
     std::swap(buffers_, other.buffers_);
@@ -526,7 +417,6 @@ class program {
     std::swap(arena_bytes_, other.arena_bytes_);
     std::swap(unshared_bytes_, other.unshared_bytes_);
     std::swap(symbols_, other.symbols_);
-    std::swap(extents_current_, other.extents_current_);
     std::swap(planned_, other.planned_);
     std::swap(ran_, other.ran_);
     std::swap(profiling_, other.profiling_);
@@ -534,19 +424,14 @@ class program {
     std::swap(profiled_runs_, other.profiled_runs_);
     std::swap(exchange_, other.exchange_);
     std::swap(retention_, other.retention_);
-    std::swap(formats_, other.formats_);
   }
   void release() noexcept {
-    for (auto& b : bindings_)
-      if (b.owned) backend_.deallocate(b.owned);
     if (arena_) backend_.deallocate(arena_);
     if (buffers_device_) backend_.deallocate(buffers_device_);
     if (dims_device_) backend_.deallocate(dims_device_);
     if (error_device_) backend_.deallocate(error_device_);
   }
 
-  B backend_{};
-  std::array<detail::input_binding, leaf_count> bindings_{};
   std::vector<index_t> dims_, planned_dims_;
   std::array<void*, node_count> buffers_{};
   std::array<void*, node_count> external_{};  // outputs written to the caller's memory
@@ -558,13 +443,11 @@ class program {
   void* arena_ = nullptr;
   std::size_t arena_capacity_ = 0, arena_bytes_ = 0, unshared_bytes_ = 0;
   symbol_values symbols_{};
-  bool extents_current_ = false;  // dims_ follow from the inputs bound now
   bool planned_ = false, ran_ = false, profiling_ = false;
   std::vector<double> kernel_seconds_;
   std::size_t profiled_runs_ = 0;
   detail::exchange_state exchange_;
   detail::recompute_choice retention_;  // for the planned extents
-  std::array<quant_format, node_count> formats_{};  // of quantized leaves, as bound
   std::array<std::shared_ptr<void>, node_count> op_states_{};  // kept by opaque ops (kernel_runner::state_of)
 };
 
