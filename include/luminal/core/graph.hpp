@@ -74,8 +74,9 @@ struct dfs_tick {};
 // done, in 64 buckets by its hash, held in a trie of two levels of 8. As one list, each
 // step created a copy of it (a list type is created whole) and each test looked at every
 // element: quadratic in the graph. A step now creates one bucket, two trie nodes of 8 and
-// the last chunk of the order. (Under nvcc, whose nodes are not named by hashes, one
-// bucket holds them all.)
+// the last chunk of the order. A walk starts with one list (dfs_small, below) and moves
+// to the trie past dfs_small_walk nodes. (Under nvcc, whose nodes are not named by
+// hashes, one bucket holds them all.)
 template <class... T>
 struct dfs_trie;
 using dfs_trie_leaf = dfs_trie<boost::mp11::mp_list<>, boost::mp11::mp_list<>, boost::mp11::mp_list<>,
@@ -128,9 +129,17 @@ constexpr std::size_t dfs_bucket_of =
 /// full; Trie: the buckets.
 template <class Chunks, class Partial, class Trie>
 struct dfs_visited;
-using dfs_nothing_visited = dfs_visited<boost::mp11::mp_list<>, boost::mp11::mp_list<>, dfs_trie_root>;
+/// The first dfs_small_walk nodes done are one list (dfs_small): for a graph of a hundred
+/// nodes a copy of the list costs less than the trie's types, whose upkeep made the unit
+/// tests' many small programs a fifth slower to compile.
+constexpr std::size_t dfs_small_walk = 128;
+template <class List>
+struct dfs_small;
+using dfs_nothing_visited = dfs_small<boost::mp11::mp_list<>>;
 template <class V, class N>
 struct visited_contains;
+template <class List, class N>
+struct visited_contains<dfs_small<List>, N> : contains<List, N> {};
 template <class Chunks, class Partial, class Trie, class N>
 struct visited_contains<dfs_visited<Chunks, Partial, Trie>, N>
     : contains<typename dfs_pick<dfs_bucket_of<N> % 8, typename dfs_pick<dfs_bucket_of<N> / 8, Trie>::type>::type, N> {};
@@ -150,19 +159,58 @@ struct dfs_order_push<true> {
 };
 template <class V, class N>
 struct visited_add;
-template <class Chunks, class Partial, class Trie, class N>
-struct visited_add<dfs_visited<Chunks, Partial, Trie>, N> {
+/// Trie with N added to its bucket.
+template <class Trie, class N>
+struct dfs_trie_insert {
   static constexpr std::size_t upper = dfs_bucket_of<N> / 8, lower = dfs_bucket_of<N> % 8;
   using node = typename dfs_pick<upper, Trie>::type;
   using bucket = boost::mp11::mp_push_back<typename dfs_pick<lower, node>::type, N>;
-  using trie = typename dfs_replace<upper, Trie, typename dfs_replace<lower, node, bucket>::type>::type;
+  using type = typename dfs_replace<upper, Trie, typename dfs_replace<lower, node, bucket>::type>::type;
+};
+template <class Chunks, class Partial, class Trie, class N>
+struct visited_add<dfs_visited<Chunks, Partial, Trie>, N> {
   using push = dfs_order_push<(boost::mp11::mp_size<Partial>::value < 64)>;
   using type = dfs_visited<typename push::template chunks<Chunks, Partial, N>,
-                           typename push::template partial<Chunks, Partial, N>, trie>;
+                           typename push::template partial<Chunks, Partial, N>,
+                           typename dfs_trie_insert<Trie, N>::type>;
 };
+/// The trie of a list's nodes: each inserted in turn, by a fold over the list (at most
+/// dfs_small_walk operands: Clang limits a fold to 256).
+template <class Trie>
+struct dfs_trie_builder {
+  using type = Trie;
+  template <class N>
+  dfs_trie_builder<typename dfs_trie_insert<Trie, N>::type> operator<<(std::type_identity<N>) const;
+};
+template <class List>
+struct dfs_trie_of;
+template <class... T>
+struct dfs_trie_of<boost::mp11::mp_list<T...>> {
+  using type = typename decltype((dfs_trie_builder<dfs_trie_root>{} << ... << std::type_identity<T>{}))::type;
+};
+template <bool Small>
+struct dfs_small_add {  // the list is long enough: it becomes the first chunk of a trie's walk
+  template <class List>
+  using type = dfs_visited<boost::mp11::mp_list<List>, boost::mp11::mp_list<>, typename dfs_trie_of<List>::type>;
+};
+template <>
+struct dfs_small_add<true> {
+  template <class List>
+  using type = dfs_small<List>;
+};
+template <class List, class N>
+struct visited_add<dfs_small<List>, N> {
+  using type = typename dfs_small_add<(boost::mp11::mp_size<List>::value < dfs_small_walk)>::template type<
+      boost::mp11::mp_push_back<List, N>>;
+};
+
 /// The nodes done, in order.
 template <class V>
 struct visited_list;
+template <class List>
+struct visited_list<dfs_small<List>> {
+  using type = List;
+};
 template <class... Chunk, class Partial, class Trie>
 struct visited_list<dfs_visited<boost::mp11::mp_list<Chunk...>, Partial, Trie>> {
   using type = boost::mp11::mp_append<boost::mp11::mp_list<>, Chunk..., Partial>;
