@@ -127,7 +127,7 @@ struct named_list {
 };
 namespace naming {
 /// A list's two hashes, from its members' (hash_of), not from its spelling: spelled, a
-/// program's node list is a string of hundreds of kilobytes, and hashing it a character
+/// program's node list is every node's spelling in one string, and hashing it a character
 /// at a time passed GCC's constexpr operation limit.
 template <class L>
 struct list_hashes;

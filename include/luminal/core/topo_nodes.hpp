@@ -30,10 +30,10 @@ struct contains<boost::mp11::mp_list<T...>, N> : std::bool_constant<(__is_same(T
 // `(state >> ... >> tick)`, instead instantiates each step beside the previous one.
 //
 // Each step's state is the nodes done (Visited: dfs_visited, below) and the stack of
-// frames (a node and its children not yet looked at). The fold's operand is the state's nested class
-// `handle`, whose member operator>> names the next state: argument-dependent lookup
-// reaches a nested class's enclosing class, but not that class's template arguments (the
-// whole node list), so looking the operator up costs the same at any size. (A friend
+// frames (a node and its children not yet looked at). The fold's operand is the state's
+// nested class `handle`, whose member operator>> names the next state: argument-dependent
+// lookup reaches a nested class's enclosing class, but not that class's template
+// arguments (the nodes done), so looking the operator up costs the same at any size. (A friend
 // would be cheaper to write and dear to look up: GCC keeps every hidden friend in its
 // namespace's overload list and walks past them all at each lookup of the name.) Each
 // output is walked from an empty stack, so the walks of `topo_nodes<loss>` are the first
@@ -103,8 +103,8 @@ constexpr std::size_t dfs_bucket_of =
 template <class Chunks, class Partial, class Trie>
 struct dfs_visited;
 /// The first dfs_small_walk nodes done are one list (dfs_small): for a graph of a hundred
-/// nodes a copy of the list costs less than the trie's types, whose upkeep made the unit
-/// tests' many small programs a fifth slower to compile.
+/// nodes a copy of the list costs less than the trie's upkeep, about ten small types per
+/// node done, which programs of that size (most unit tests') would pay at every step.
 constexpr std::size_t dfs_small_walk = 128;
 template <class List>
 struct dfs_small;

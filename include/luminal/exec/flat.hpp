@@ -146,8 +146,8 @@ struct node_hash {
                                             sequence_hash<typename N::children>::value};
   static constexpr std::uint64_t value = naming::fold_hashes(parts, 6, 0, 0);
 };
-/// A flat graph's two hashes, from its nodes': hashing its spelling, one character at a
-/// time, took seconds of constant evaluation for a transformer's training step.
+/// A flat graph's two hashes, from its nodes': hashing its spelling instead is a constexpr
+/// loop over every character of every node, which GCC evaluates slowly.
 template <class P>
 struct graph_hashes;
 template <std::size_t MaxRank, class... N>
