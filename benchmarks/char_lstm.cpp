@@ -36,7 +36,8 @@ constexpr nn::Linear<"head", hidden, vocab> head;
 /// Median milliseconds of one run of the LSTM cell's step alone (the scan's body) at batch
 /// `batch`, and of its GEMM h W_hh^T alone in the same program form.
 std::pair<double, double> cell_step_ms(int batch, int reps) {
-  auto carry = input<"carry", f32>(shape<Batch, 2 * hidden>);
+  constexpr std::int64_t carry_width = nn::detail::carry_width_of(nn::rnn_cell::lstm, hidden);
+  auto carry = input<"carry", f32>(shape<Batch, carry_width>);
   auto xw = input<"xw", f32>(shape<Batch, 4 * hidden>);
   auto w = input<"w", f32>(shape<4 * hidden, hidden>);
   auto b = input<"b", f32>(shape<4 * hidden>);
@@ -50,7 +51,7 @@ std::pair<double, double> cell_step_ms(int batch, int reps) {
     return a;
   };
   const std::size_t n = std::size_t(batch);
-  cell.bind("carry", random({n, 2 * hidden}));
+  cell.bind("carry", random({n, carry_width}));
   cell.bind("xw", random({n, 4 * hidden}));
   cell.bind("w", random({4 * hidden, hidden}));
   cell.bind("b", random({4 * hidden}));

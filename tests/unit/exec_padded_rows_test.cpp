@@ -3,7 +3,7 @@
 // The rows here are longer than the short rows run unrolled (detail::short_row_limit), so
 // that they take that path: concats of pieces of different lengths, pads on two axes, a
 // pad with no element inside a row, symbolic extents, a strided window, a pad inside a
-// pad, more concatenated pieces than have loops of their own, and the gradients that are
+// pad (on the row's axis and under a pad on another), more concatenated pieces than have loops of their own, and the gradients that are
 // sums of pads (a slice's, a fold's). Each is compared with a plain loop.
 #include "test_support.hpp"
 
@@ -52,6 +52,9 @@ TEMPLATE_LIST_TEST_CASE("rows through several pads: each part of a row with its 
   // 5 a concat along a symbolic axis (a PadExtents) and a map of it
   // 6 strided reads through a pad: windows of 3, stride 2, read along the window axis
   // 7 a pad inside a concatenated piece: pads below pads
+  // 8 a pad on the rows' axis under a pad on another, through a slice (a scan's carry
+  //   cotangent): past the inner pad the outer's value, with no test per element
+  // 9 the same with an inner pad value of its own, which must not be taken for the outer's
   auto prog = compile<TestType>(
       concat<1>(exp(a), b * 2.0_c, c + 1.0_c, relu(d)),
       concat<1>(a, b, c, d) * 0.5_c + concat<1>(d, c, b, a),
@@ -60,7 +63,9 @@ TEMPLATE_LIST_TEST_CASE("rows through several pads: each part of a row with its 
       slice<1, 0, 20>(pad<1, 25, 0>(a)) + slice<1, 1, 21>(d),
       concat<1>(s, t) * 2.0_c,
       permute<0, 2, 1>(unfold<1, 3, 2>(pad<1, 2, 4>(d))),
-      concat<1>(pad<1, 3, 4>(b), a, pad<1, 1, 1, -1.0>(c)));
+      concat<1>(pad<1, 3, 4>(b), a, pad<1, 1, 1, -1.0>(c)),
+      pad<0, 1, 2>(slice<1, 1, 50>(pad<1, 0, 40>(a))),
+      pad<0, 1, 0>(pad<1, 2, 30, -1.0>(a)));
   auto av = test::random_array<float>({3, 17}, 401), bv = test::random_array<float>({3, 5}, 402);
   auto cv = test::random_array<float>({3, 1}, 403), dv = test::random_array<float>({3, 30}, 404);
   auto tv = test::random_array<float>({2, 19}, 405);
@@ -90,6 +95,7 @@ TEMPLATE_LIST_TEST_CASE("rows through several pads: each part of a row with its 
     xt::xarray<double> e4 = xt::zeros<double>({3, 20});
     xt::xarray<double> e5 = xt::zeros<double>({std::size_t(2), n + 19}), e6 = xt::zeros<double>({3, 3, 17});
     xt::xarray<double> e7 = xt::zeros<double>({3, 32});
+    xt::xarray<double> e8 = xt::zeros<double>({6, 49}), e9 = xt::zeros<double>({4, 49});
     for (std::size_t r = 0; r < 3; ++r) {
       for (std::size_t k = 0; k < 53; ++k) {
         e0(r, k) = joined(r, k, [](double v) { return double(std::exp(float(v))); }, [](double v) { return 2 * v; },
@@ -106,6 +112,10 @@ TEMPLATE_LIST_TEST_CASE("rows through several pads: each part of a row with its 
         for (std::size_t i = 0; i < 17; ++i) e6(r, w, i) = D(r, long(2 * i + w) - 2);
       for (std::size_t k = 0; k < 32; ++k)
         e7(r, k) = k < 12 ? B(r, long(k) - 3) : k < 29 ? A(r, long(k) - 12) : k == 30 ? double(cv(r, 0)) : -1.0;
+      for (std::size_t k = 0; k < 49; ++k) {
+        e8(r + 1, k) = A(r, long(k) + 1);
+        e9(r + 1, k) = k >= 2 && k < 19 ? A(r, long(k) - 2) : -1.0;
+      }
     }
     for (std::size_t k = 0; k < 26; ++k) e2(0, k) = e2(4, k) = 4.0;
     for (std::size_t r = 0; r < 2; ++r)
@@ -118,6 +128,8 @@ TEMPLATE_LIST_TEST_CASE("rows through several pads: each part of a row with its 
     check_exact(prog.template output<5>(), e5);
     check_exact(prog.template output<6>(), e6);
     check_exact(prog.template output<7>(), e7);
+    check_exact(prog.template output<8>(), e8);
+    check_exact(prog.template output<9>(), e9);
   }
 }
 

@@ -114,6 +114,22 @@ TEMPLATE_LIST_TEST_CASE("nn::LSTM, two layers: torch's outputs, states and gradi
     check_output<10>(prog, c.at("grads").at("lstm.bias_ih_l1"), "d bias_ih_l1");
     check_output<11>(prog, c.at("grads").at("lstm.bias_hh_l1"), "d bias_hh_l1");
   }
+  // The backward reads the gates from the scan's stored carries: only the scans' own
+  // kernels read weight_hh (h W_hh^T per step, the carry's cotangent through it), no
+  // kernel outside them recomputes h W_hh^T over every step.
+  const std::string text = prog.describe();
+  int scans_reading = 0;
+  for (std::size_t at = text.find("kernel "); at != std::string::npos;) {
+    const std::size_t next = text.find("\nkernel ", at + 1);
+    const std::string block = text.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    if (block.find("reads param lstm.weight_hh_l") != std::string::npos) {
+      INFO(block);
+      REQUIRE(block.find("the op's own kernel: scan") != std::string::npos);
+      ++scans_reading;
+    }
+    at = next == std::string::npos ? next : next + 1;
+  }
+  REQUIRE(scans_reading == 4);  // per layer the forward scan and the carries' cotangents
 }
 
 TEMPLATE_LIST_TEST_CASE("nn::GRU, bidirectional, nn::RNN and nn::LSTM from given states: torch's outputs and gradients",

@@ -24,6 +24,15 @@ struct host {
   static constexpr const char* name = "host";
   /// Loops shorter than this run on the calling thread: waking threads costs more.
   static constexpr index_t serial_below = 1 << 15;
+  /// The same for a loop of float functions (a kernel whose Body says arithmetic_bound:
+  /// exp2, erf...), whose elements cost tens of cycles each: an LSTM step's gates, a few
+  /// thousand elements, are worth both threads.
+  static constexpr index_t serial_below_arithmetic = serial_below / 8;
+  template <class Body>
+  static constexpr index_t serial_limit() {
+    if constexpr (requires { Body::arithmetic_bound; }) return Body::arithmetic_bound ? serial_below_arithmetic : serial_below;
+    else return serial_below;
+  }
   /// gemm, gemm_strided_batched and gemm_batch_sum take bf16 operands (f32 sums, host_gemm.hpp).
   static constexpr bool bf16_gemm = true;
 
@@ -41,11 +50,11 @@ struct host {
   void parallel_for(index_t n, const Body& body) {
     if (n <= 0) return;
     auto& pool = thread_pool::instance();
-    if (n < serial_below || pool.size() == 1) {
+    if (n < serial_limit<Body>() || pool.size() == 1) {
       body(0, n);
       return;
     }
-    pool.run(n, serial_below / 4,
+    pool.run(n, serial_limit<Body>() / 4,
              [](const void* b, index_t begin, index_t end) { (*static_cast<const Body*>(b))(begin, end); }, &body);
   }
 

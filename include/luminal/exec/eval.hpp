@@ -246,11 +246,14 @@ struct evaluator {
   /// inside, and all_inside[k], where it and every pad below it are. Views map coordinates
   /// affinely, so a pad's tested coordinate is b + a j at element j: b and a come from c0
   /// and c1, and its part of the row from two divisions (none where a is 0 or 1).
-  /// `within`: the all_inside part of the pad above, or null.
+  /// `within`: the all_inside part of the pad above, or null. A pad under the pad above
+  /// through views alone, with the same pad value (a slice's gradient padded again, as a
+  /// scan's carry cotangent is), narrows inside[k] too: outside it the value is that pad
+  /// value, as outside the pad above, so the part needs no test per element.
   template <int Id, bool Root = false>
   LUMINAL_HD static void pad_intervals(const kernel_context& ctx, const coords<Id>& c0, const coords<Id>& c1,
                                        index_t n, detail::row_part* inside, detail::row_part* all_inside, int first,
-                                       detail::row_part* within) {
+                                       detail::row_part* within, bool views_only = false, double top_value = 0.0) {
     using N = node_at<nodes, Id>;
     if constexpr (detail::top_pads<P, Id, Root>::value == 0) {
       return;
@@ -267,12 +270,16 @@ struct evaluator {
         const detail::row_part part = detail::pad_part(cc0[axis], cc1[axis] - cc0[axis], child_dims[axis], n);
         if (within) {
           *within = detail::intersect(*within, part);
+          if (views_only && N::op::pad_value == top_value) inside[first] = detail::intersect(inside[first], part);
+          else views_only = false;
         } else {
           inside[first] = all_inside[first] = part;
           within = &all_inside[first];
+          views_only = true;
+          top_value = N::op::pad_value;
         }
       }
-      pad_intervals<C>(ctx, cc0, cc1, n, inside, all_inside, first, within);
+      pad_intervals<C>(ctx, cc0, cc1, n, inside, all_inside, first, within, views_only, top_value);
     }
   }
   template <int Id, int... C>

@@ -40,6 +40,8 @@ struct fused_kernels<P, Local, std::integer_sequence<int, Ends...>, Ids...> {
   static constexpr std::size_t size = sizeof...(Ids);
   static constexpr std::size_t segments = sizeof...(Ends);
   static constexpr int ends[sizeof...(Ends)] = {Ends...};
+  /// A member applies a float function (loop_kernels.hpp): the backend may split fewer elements.
+  static constexpr bool arithmetic_bound = (detail::applies_costly_map<P, Ids, true>::value || ...);
   static_assert(segments > 0 && ends[segments - 1] == int(size), "luminal: fused_kernels: segments must cover the members");
   /// Member m keeps its result in the cache (detail::kernel_groups::local_mask): bit m.
   static constexpr bool local(std::size_t m) { return m < 64 && (Local >> m & 1) != 0; }

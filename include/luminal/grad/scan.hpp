@@ -48,10 +48,13 @@ struct with_parameters {
       // Step t reads carry t and receives the cotangent of carry t + 1.
       using Before = decltype(slice<0, 0, end>(N{}));
       using After = decltype(slice<0, 1, end == -1 ? 0 : end + 1>(CarryCotangents{}));
-      using From = boost::mp11::mp_list<Carries, Steps, Cotangents, scan_parameter_leaf<I, P>...>;
-      using To = boost::mp11::mp_list<Before, Xs, After, P...>;
-      using W = boost::mp11::mp_at_c<From, std::size_t(K == 1 ? 1 : K + 1)>;
-      return replace_nodes<typename over::template cotangent<W>, From, To>{};
+      // The body's own values that the stored carries hold (a concat's parts) are read
+      // from the carries after each step, not recomputed from the carries before.
+      using StatesAfter = decltype(slice<0, 1, end == -1 ? 0 : end + 1>(N{}));
+      using Leaves = boost::mp11::mp_list<Carries, Steps, Cotangents, scan_parameter_leaf<I, P>...>;
+      using W = boost::mp11::mp_at_c<Leaves, std::size_t(K == 1 ? 1 : K + 1)>;
+      using Stored = with_stored_parts<typename over::template cotangent<W>, typename over::out, StatesAfter>;
+      return replace_nodes<Stored, Leaves, boost::mp11::mp_list<Before, Xs, After, P...>>{};
     }
   }
 };

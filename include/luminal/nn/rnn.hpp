@@ -11,7 +11,11 @@
 //
 // Each layer and direction multiplies the whole sequence by weight_ih in one GEMM, then
 // scans over time with only the hidden-to-hidden product and the gates inside the step.
-// The LSTM's carry is h and c side by side, [B, 2 Hidden].
+// The scan's carry holds h and what the step's backward reads: an LSTM's is h, c, the
+// gates i, f, g, o and tanh c ([B, 7 Hidden]); a GRU's h, r, z, n and the n part of
+// h W_hh^T + b_hh ([B, 5 Hidden]); an RNN's h. The scan stores every carry, so its reverse
+// pass reads those values there (ops/scan.hpp) instead of recomputing h W_hh^T and the
+// gates from the carry before, as PyTorch keeps its gates for the backward.
 #pragma once
 #include <cmath>
 #include <tuple>
@@ -25,6 +29,10 @@ enum class rnn_cell { rnn_tanh, rnn_relu, lstm, gru };
 
 namespace detail {
 constexpr std::int64_t gates_of(rnn_cell cell) { return cell == rnn_cell::lstm ? 4 : cell == rnn_cell::gru ? 3 : 1; }
+/// The scan's carry: h, and the step's values its backward reads (the top of this file).
+constexpr std::int64_t carry_width_of(rnn_cell cell, std::int64_t hidden) {
+  return cell == rnn_cell::lstm ? 7 * hidden : cell == rnn_cell::gru ? 5 * hidden : hidden;
+}
 
 /// One step of a cell over any leading axes: carry, x W_ih^T + b_ih at this step, W_hh, b_hh.
 template <rnn_cell Cell, std::int64_t H>
@@ -40,13 +48,16 @@ struct cell_step {
       auto g = tanh(slice<-1, 2 * H, 3 * H>(gates));
       auto o = sigmoid(slice<-1, 3 * H, 4 * H>(gates));
       auto c_next = f * c + i * g;
-      return concat<-1>(o * tanh(c_next), c_next);
+      auto tanh_c = tanh(c_next);
+      return concat<-1>(o * tanh_c, c_next, i, f, g, o, tanh_c);
     } else if constexpr (Cell == rnn_cell::gru) {
-      auto hw = matmul(carry, transpose(w)) + b;
+      auto h = slice<-1, 0, H>(carry);
+      auto hw = matmul(h, transpose(w)) + b;
+      auto hn = slice<-1, 2 * H, 3 * H>(hw);
       auto r = sigmoid(slice<-1, 0, H>(xw) + slice<-1, 0, H>(hw));
       auto z = sigmoid(slice<-1, H, 2 * H>(xw) + slice<-1, H, 2 * H>(hw));
-      auto n = tanh(slice<-1, 2 * H, 3 * H>(xw) + r * slice<-1, 2 * H, 3 * H>(hw));
-      return n + z * (carry - n);  // (1 - z) n + z h
+      auto n = tanh(slice<-1, 2 * H, 3 * H>(xw) + r * hn);
+      return concat<-1>(n + z * (h - n), r, z, n, hn);  // (1 - z) n + z h
     } else if constexpr (Cell == rnn_cell::rnn_tanh) {
       return tanh(xw + matmul(carry, transpose(w)) + b);
     } else {
@@ -72,7 +83,7 @@ struct Recurrent {
   static_assert(In >= 1 && Hidden >= 1 && Layers >= 1, "luminal: a recurrent layer needs In, Hidden and Layers >= 1");
   static constexpr std::int64_t gates = detail::gates_of(Cell) * Hidden;
   static constexpr int directions = Bidirectional ? 2 : 1;
-  static constexpr std::int64_t carry_width = Cell == rnn_cell::lstm ? 2 * Hidden : Hidden;
+  static constexpr std::int64_t carry_width = detail::carry_width_of(Cell, Hidden);
 
   template <int Layer, bool Reverse>
   struct weights {
@@ -114,6 +125,7 @@ struct Recurrent {
     using S = std::conditional_t<sizeof...(States) == 0, zero_state<X>, given_state<States...>>;
     auto last = run(time_major(x), S{}).second;  // [Layers * D, B, carry]
     if constexpr (Cell == rnn_cell::lstm) return std::tuple{slice<-1, 0, Hidden>(last), slice<-1, Hidden, 2 * Hidden>(last)};
+    else if constexpr (carry_width > Hidden) return slice<-1, 0, Hidden>(last);
     else return last;
   }
 
@@ -136,8 +148,13 @@ struct Recurrent {
     template <int Index>
     static constexpr auto carry() {
       auto row = [](auto s) { return squeeze<0>(slice<0, Index, Index + 1>(s)); };
-      if constexpr (sizeof...(S) == 1) return (row(S{}), ...);
-      else return concat<-1>(row(S{})...);  // h and c side by side
+      auto given = [&] {
+        if constexpr (sizeof...(S) == 1) return (row(S{}), ...);
+        else return concat<-1>(row(S{})...);  // h and c side by side
+      }();
+      constexpr std::int64_t missing = carry_width - shape_t<decltype(given)>::dims[1].offset;
+      if constexpr (missing == 0) return given;
+      else return pad<-1, 0, missing>(given);  // no step's values yet
     }
   };
 

@@ -21,12 +21,23 @@
 // `transpose<-1, -2>` above), which a body built from maps, matmuls and last-axis ops does.
 // A body that counts axes from the front (sum<0> of the step) is caught when the shapes
 // then disagree, but not always: where they agree, its gradients are wrong.
+//
+// Both parts of the reverse pass read what the stored carries hold instead of recomputing
+// it: the body's output (the carry after the step) and, where the body returns a concat
+// along the last axis, each operand (detail::carried_parts). A body can so return, beside
+// its state, what its derivative reads: nn::LSTM's carry holds its gates, and its backward
+// runs no h W_hh^T again and no exponential (sigmoid and tanh have derivatives in their
+// values, ops/composite.hpp).
 #pragma once
 #include <boost/mp11/algorithm.hpp>
+#include <boost/mp11/bind.hpp>
 #include <type_traits>
 
 #include "../core/fixed_string.hpp"
 #include "../core/node.hpp"
+#include "../core/replace_nodes.hpp"
+#include "binary.hpp"
+#include "custom.hpp"
 #include "slice.hpp"
 
 namespace luminal {
@@ -79,6 +90,92 @@ struct scan_body_types<Body, Carry, Step, std::index_sequence<K...>, P...> {
 template <class Body, class Carry, class Step, class... P>
 using scan_body_output =
     typename scan_body_types<Body, Carry, Step, std::index_sequence_for<P...>, P...>::output;
+
+/// The carry after a step, as the reverse pass's step reads it (grad/scan.hpp).
+template <class T, class S>
+using scan_next_carry_leaf = Input<"luminal.scan.next_carry", T, S>;
+
+/// A node of a body's output whose value the stored carries hold: Node, at [Begin, End)
+/// of the carry's last axis (End -1: the whole carry).
+template <class Node, long long Begin, long long End>
+struct carried_part {
+  using node = Node;
+  static constexpr long long begin = Begin, end = End;
+};
+/// Where N joins nodes along the last axis (concat: zero pads that add up,
+/// ops/concat.hpp), each operand at its offset; any other node gives none.
+template <class N, class Op = typename op_or_void<N>::type>
+struct pads_along_last {
+  using type = boost::mp11::mp_list<>;
+};
+template <class N>
+struct pads_along_last<N, Map<fn::Add>> {
+  using type = boost::mp11::mp_append<typename pads_along_last<boost::mp11::mp_at_c<typename N::children, 0>>::type,
+                                      typename pads_along_last<boost::mp11::mp_at_c<typename N::children, 1>>::type>;
+};
+template <class N, int Axis, long long Before, long long After, std::uint64_t Bits>
+struct pads_along_last<N, Pad<Axis, Before, After, Bits>> {
+  using X = boost::mp11::mp_first<typename N::children>;
+  static constexpr Dim extent = shape_t<X>::dims[shape_t<X>::rank - 1];
+  static constexpr bool usable = Bits == 0 && Axis == int(shape_t<N>::rank) - 1 && extent.is_static();
+  using type = std::conditional_t<usable, boost::mp11::mp_list<carried_part<X, Before, Before + extent.offset>>,
+                                  boost::mp11::mp_list<>>;
+};
+/// Whether parts lie side by side from 0 to `width`, none overlapping (else the sum at an
+/// offset is not one operand's value).
+template <class Parts>
+constexpr bool parts_tile(long long width) {
+  long long at = 0;
+  bool ok = boost::mp11::mp_size<Parts>::value >= 2;
+  boost::mp11::mp_for_each<boost::mp11::mp_transform<std::type_identity, Parts>>([&](auto part) {
+    using P = typename decltype(part)::type;
+    ok = ok && P::begin == at;
+    at = P::end;
+  });
+  return ok && at == width;
+}
+/// A part, and the expression under it where it is a custom op (an identity: a rule's
+/// `out` is that expression, grad/reverse.hpp).
+template <class P, class = void>
+struct with_identity_child {
+  using type = boost::mp11::mp_list<P>;
+};
+template <class P>
+struct with_identity_child<P, std::enable_if_t<is_custom_functor<typename P::node::op::functor>>> {
+  using type = boost::mp11::mp_list<P, carried_part<boost::mp11::mp_first<typename P::node::children>, P::begin, P::end>>;
+};
+/// The nodes of a body's output N that a scan's stored carries hold: N itself, and where
+/// N is a concat along the last axis, each operand (ops/scan.hpp's reverse pass).
+template <class N>
+struct carried_parts_of {
+  using pads = typename pads_along_last<N>::type;
+  static constexpr auto width = shape_t<N>::dims[shape_t<N>::rank - 1];
+  using parts = boost::mp11::mp_push_front<
+      std::conditional_t<width.is_static() && parts_tile<pads>(width.offset), pads, boost::mp11::mp_list<>>,
+      carried_part<N, 0, -1>>;
+  using type = boost::mp11::mp_apply<boost::mp11::mp_append,
+                                     boost::mp11::mp_transform_q<boost::mp11::mp_quote_trait<with_identity_child>, parts>>;
+};
+template <class N>
+using carried_parts = typename carried_parts_of<N>::type;
+template <class P>
+using part_node = typename P::node;
+template <class Stored, class P, bool Whole = P::end == -1>
+struct stored_part_of {
+  using type = Stored;
+};
+template <class Stored, class P>
+struct stored_part_of<Stored, P, false> {
+  using type = decltype(slice<-1, P::begin, P::end>(Stored{}));
+};
+/// Part P read from Stored, carries whose last axis is the output's.
+template <class Stored, class P>
+using stored_part = typename stored_part_of<Stored, P>::type;
+/// G with the carried parts of output Out read from Stored instead of recomputed.
+template <class G, class Out, class Stored, class Parts = carried_parts<Out>>
+using with_stored_parts =
+    replace_nodes<G, boost::mp11::mp_transform<part_node, Parts>,
+                  boost::mp11::mp_transform_q<boost::mp11::mp_bind_front<stored_part, Stored>, Parts>>;
 
 /// A scan's kernels, defined where programs are (runtime/scan_execution.hpp): the forward
 /// steps, and the backward's loop over the carries' cotangents.

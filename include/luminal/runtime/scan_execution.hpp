@@ -130,13 +130,16 @@ struct detail::scan_execution<ScanCarryCotangent<Body>> {
       using Step = scan_step_leaf_of<Xs>;
       using Cotangent = scan_cotangent_leaf<T, typename Carry::shape>;
       using Direct = scan_direct_cotangent_leaf<T, typename Carry::shape>;
-      using Out = decltype(Direct{} + vjp_of(scan_body_output<Body, Carry, Step, P...>{}, Cotangent{}, Carry{}));
+      using Next = scan_next_carry_leaf<T, typename Carry::shape>;  // the carry after the step
+      using Y = scan_body_output<Body, Carry, Step, P...>;
+      using Out = with_stored_parts<decltype(Direct{} + vjp_of(Y{}, Cotangent{}, Carry{})), Y, Next>;
       auto& body = scan_body_program<Node, Out>(runner);
       bind_scan_parameters<std::remove_cvref_t<decltype(body)>, Runner, P...>(body, runner, std::index_sequence_for<P...>{});
       const rows_of<States, const T> states(runner);
       const rows_of<Xs, const typename Xs::value_type> xs(runner);
       for (index_t t = runner.template dims_of<Xs>()[0] - 1; t >= 0; --t) {  // step t reads carry t, writes carry t + 1
         bind_if_read(body, Carry::name.view(), states[t], states.extents);
+        bind_if_read(body, Next::name.view(), states[t + 1], states.extents);
         bind_if_read(body, Step::name.view(), xs[t], xs.extents);
         bind_if_read(body, Cotangent::name.view(), out[t + 1], out.extents);
         body.bind_device(Direct::name.view(), g[t], g.extents);
