@@ -126,7 +126,7 @@ inline std::map<std::string, std::string> run_peer(const std::string& prefix, co
 /// taken from that run's `<prefix>_threads`. Peers are measured at their best thread count.
 inline std::map<std::string, std::string> faster_of(const std::string& prefix, std::map<std::string, std::string> a,
                                                     std::map<std::string, std::string> b) {
-  for (const std::string& model : {"mlp", "cnn", "gpt"}) {
+  for (const std::string& model : {"mlp", "cnn", "resnet", "gpt"}) {
     const std::string key = prefix + "_" + model + "_step_ms", head = prefix + "_" + model + "_";
     for (auto* run : {&a, &b})
       if (run->count(key)) (*run)[head + "threads"] = (*run)[prefix + "_threads"];

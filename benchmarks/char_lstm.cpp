@@ -3,8 +3,10 @@
 // AdamW with global-norm clipping, batch 32, context 64, as one compiled step (the
 // sequence a scan inside it). The same step in PyTorch eager (char_gpt.py --model lstm:
 // torch.nn.LSTM, its fused CPU kernel) runs right after, at 1 and at luminal's thread
-// count, and the step's GEMMs alone in OpenBLAS give the floor. The goals: faster than
-// the fastest peer, and close to the GEMMs.
+// count, then the same step in JAX (char_lstm_jax.py: one jax.jit function, the recurrence
+// a lax.scan, XLA on the CPU; in the benchmarks' jax-venv, see train_step_bench
+// --install-jax) likewise, and the step's GEMMs alone in OpenBLAS give the floor. The
+// goals: faster than the fastest peer, and close to the GEMMs.
 //
 //     char_lstm_bench [--batch B] [--context T] [--reps N] [--profile] [--no-peers]
 //
@@ -131,7 +133,32 @@ int run_benchmark(int batch, int context, int reps, bool profile, bool peers) {
                 tokens_per_step / (fastest_peer_ms / 1e3), torch["torch_version"].c_str(),
                 torch["torch_threads"].c_str());
   }
-  std::printf("JAX: not measured (no JAX peer for the LSTM step)\n");
+  // JAX (char_lstm_jax.py: the same step as one jax.jit function, the recurrence a
+  // lax.scan) at 1 and at luminal's thread count, the faster.
+  std::map<std::string, std::string> jax{{"_status", "--no-peers"}};
+  for (int threads : {1, int(thread_pool::instance().size())}) {
+    if (!peers) break;
+    auto run = bench::run_peer("jax", bench::jax_interpreter(), "char_lstm_jax.py",
+                               "--batch " + std::to_string(batch) + " --context " + std::to_string(context) +
+                                   " --reps " + std::to_string(reps) + " --threads " + std::to_string(threads),
+                               command);
+    if (!run.count("jax_lstm_step_ms")) {
+      if (!jax.count("jax_lstm_step_ms")) jax = run;
+      break;
+    }
+    if (!jax.count("jax_lstm_step_ms") || std::stod(run["jax_lstm_step_ms"]) < std::stod(jax["jax_lstm_step_ms"]))
+      jax = run;
+  }
+  if (!jax.count("jax_lstm_step_ms")) {
+    std::printf("JAX: not measured (%s): %s\n", jax["_status"].c_str(), jax["_output"].c_str());
+  } else {
+    const double jax_ms = std::stod(jax["jax_lstm_step_ms"]);
+    std::printf("JAX      %9.2f ms/step  %9.0f tokens/s  (jax %s jit on cpu, %s threads; loss %s -> %s)\n", jax_ms,
+                tokens_per_step / (jax_ms / 1e3), jax["jax_version"].c_str(), jax["jax_threads"].c_str(),
+                jax["jax_lstm_first_loss"].c_str(), jax["jax_lstm_last_loss"].c_str());
+    std::printf("luminal tokens/s / JAX tokens/s = %.2f\n", jax_ms / ms);
+    if (fastest_peer_ms == 0 || jax_ms < fastest_peer_ms) fastest_peer_ms = jax_ms;
+  }
 
   // The step's GEMMs: per layer the input projection x W_ih^T over the whole sequence (and
   // its two backward products), the recurrence h W_hh^T once per time step, the carry's

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """The PyTorch side of benchmarks/train_step.cpp: one full training step (forward,
-backward, Adam update) of the same two models, eager, f32, CPU.
+backward, Adam update) of the same models, eager, f32, CPU.
 
     mlp: 784-512-512-10, ReLU
     cnn: Conv2d(1, 32, 3, 1, 1) ReLU MaxPool2d(2) Conv2d(32, 64, 3, 1, 1) ReLU MaxPool2d(2)
          Flatten Linear(3136, 128) ReLU Linear(128, 10), on [B, 784] viewed as [B, 1, 28, 28]
+    resnet: class ResNet of examples/fashion_mnist_torch.py (imported from there: the twin
+         of examples/fashion_models.hpp's), in training mode (BatchNorm on the batch's
+         statistics, its running statistics updated by every step); `--model both` is mlp
+         and cnn
 
 A step is optimizer.zero_grad(set_to_none=True); F.cross_entropy(model(x), labels).backward();
 optimizer.step(), with torch.optim.Adam(lr=1e-3). Prints lines the C++ driver parses:
@@ -16,9 +20,11 @@ optimizer.step(), with torch.optim.Adam(lr=1e-3). Prints lines the C++ driver pa
     torch_<model>_last_loss   <the loss of the last step>
 
 If torch cannot be imported it prints `torch_unavailable <reason>` and exits 0.
-Run it alone with e.g. `python3 benchmarks/train_step.py --model both --batch 128 --reps 30 --threads 2`.
+Run it alone with e.g. `python3 benchmarks/train_step.py --model both --batch 128 --reps 30 --threads 2`
+(or --model resnet).
 """
 import argparse
+import os
 import sys
 
 from bench_common import median_ms
@@ -33,6 +39,10 @@ except Exception as error:  # noqa: BLE001 - reported to the caller
 
 def make_model(name):
     nn = torch.nn
+    if name == "resnet":  # the examples' own twin, found beside this script's folder
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+        from fashion_mnist_torch import ResNet  # noqa: E402
+        return ResNet().train()
     if name == "mlp":
         return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     return nn.Sequential(
@@ -44,7 +54,7 @@ def make_model(name):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=("mlp", "cnn", "both"), default="both")
+    parser.add_argument("--model", choices=("mlp", "cnn", "both", "resnet"), default="both")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--reps", type=int, default=30, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
