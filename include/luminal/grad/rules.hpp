@@ -271,7 +271,7 @@ constexpr auto unbroadcast(G g) {
     return mask;
   }();
   constexpr unsigned long long leading = lead == 0 ? 0ull : (1ull << lead) - 1;
-  auto kept = reduce_masked<fn::SumReduce, stretched | leading, Out::rank>(g);
+  auto kept = reduce_kept<fn::SumReduce, stretched | leading>(g);
   return reshape(kept, In{});
 }
 }  // namespace detail

@@ -2,7 +2,8 @@
 // and AvgPool2d (ConvTranspose2d: nn/conv_transpose.hpp). All are views plus one kernel
 // boundary: sliding windows are unfold views (ops/unfold.hpp; a dilation is a window with
 // a step), so a convolution is im2col (pad, unfold each spatial axis, permute, reshape)
-// followed by one batched GEMM, whose batch axes are the images and the groups; an average
+// followed by one batched GEMM, whose batch axes are the images and the groups (a
+// depthwise convolution, one input channel per group, a reduction instead); an average
 // pool is a mean over each window's elements and a max pool the pairwise max of the
 // windows' strided slices.
 //
@@ -368,6 +369,13 @@ struct ConvNd {
         if constexpr (Groups == 1) {
           auto cols = reshape(ordered, Shape<n, Cin * window, positions>{});
           return matmul(reshape(weight, shape<Cout, Cin * window>), cols);  // [N, Cout, O^D]
+        } else if constexpr (group_in == 1) {
+          // One input channel per group (a depthwise convolution): as GEMMs, one product of
+          // a single row per image and group, thousands of calls each too small to pay for
+          // itself. Instead the windows times the filters, summed over the window: one
+          // reduction that reads the windows in place, and whose gradients are elementwise.
+          auto cols = reshape(ordered, Shape<n, Groups, 1, window, positions>{});
+          return sum<3>(cols * reshape(weight, shape<Groups, group_out, window, 1>));  // [N, G, Cout/G, O^D]
         } else {
           auto cols = reshape(ordered, Shape<n, Groups, group_in * window, positions>{});
           return matmul(reshape(weight, shape<Groups, group_out, group_in * window>), cols);  // [N, G, Cout/G, O^D]

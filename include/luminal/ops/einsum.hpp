@@ -212,7 +212,7 @@ constexpr auto summed(X x) {
   constexpr unsigned long long mask = summed_mask(parse(Pattern.view(), Operands), K);
   using In = shape_t<X>;
   if constexpr (mask == 0) return x;
-  else return reshape(reduce_masked<fn::SumReduce, mask, In::rank>(x), shape_from<dropped_dims<In, mask>()>{});
+  else return reshape(reduce_kept<fn::SumReduce, mask>(x), shape_from<dropped_dims<In, mask>()>{});
 }
 
 template <auto Pattern, expression A>

@@ -91,6 +91,45 @@ constexpr auto dropped_dims() {
     if (!masked(Mask, k)) dims[j++] = In::dims[k];
   return dims;
 }
+template <class In, unsigned long long Mask>
+constexpr auto keepdim_dims() {
+  auto dims = In::dims;
+  for (std::size_t k = 0; k < In::rank; ++k)
+    if (masked(Mask, k)) dims[k] = Dim{1};
+  return dims;
+}
+/// Whether axis k of In is reduced, static, and follows another such axis: it then joins
+/// that axis's run (merged_runs).
+template <class In, unsigned long long Mask>
+constexpr bool joins_run(std::size_t k) {
+  auto in_run = [](std::size_t j) { return masked(Mask, j) && In::dims[j].is_static(); };
+  return k > 0 && in_run(k) && in_run(k - 1);
+}
+template <class In, unsigned long long Mask>
+constexpr std::size_t merged_rank() {
+  std::size_t r = 0;
+  for (std::size_t k = 0; k < In::rank; ++k) r += !joins_run<In, Mask>(k);
+  return r;
+}
+/// In with each run of adjacent reduced static axes merged into one (a reshape that keeps
+/// the row-major order), and the mask over it: BatchNorm's statistics over [N, C, H, W]
+/// reduce H W as one axis of H W elements, one kernel over long rows, not W and then H.
+template <class In, unsigned long long Mask>
+constexpr auto merged_runs() {
+  dims_t<merged_rank<In, Mask>()> dims{};
+  unsigned long long mask = 0;
+  std::size_t j = 0;
+  for (std::size_t k = 0; k < In::rank; ++k) {
+    if (joins_run<In, Mask>(k)) {
+      dims[j - 1] = Dim{dims[j - 1].offset * In::dims[k].offset};
+    } else {
+      dims[j] = In::dims[k];
+      if (masked(Mask, k)) mask |= 1ull << j;
+      ++j;
+    }
+  }
+  return std::pair{dims, mask};
+}
 /// Reduces each masked axis in turn (innermost first, so flat layouts stay contiguous).
 template <class F, unsigned long long Mask, std::size_t K, expression X>
 constexpr auto reduce_masked(X x) {
@@ -98,12 +137,25 @@ constexpr auto reduce_masked(X x) {
   else if constexpr (masked(Mask, K - 1)) return reduce_masked<F, Mask, K - 1>(reduce_one<F, int(K - 1)>(x));
   else return reduce_masked<F, Mask, K - 1>(x);
 }
+/// x reduced over the axes of Mask, each kept with extent 1; runs of adjacent static axes
+/// reduce as one (merged_runs). The reverse pass's sums over broadcast axes use it too.
+template <class F, unsigned long long Mask, expression X>
+constexpr auto reduce_kept(X x) {
+  using In = shape_t<X>;
+  if constexpr (merged_rank<In, Mask>() < In::rank) {
+    constexpr auto merged = merged_runs<In, Mask>();
+    auto kept = reduce_masked<F, merged.second, merged.first.size()>(reshape(x, shape_from<merged.first>{}));
+    return reshape(kept, shape_from<keepdim_dims<In, Mask>()>{});
+  } else {
+    return reduce_masked<F, Mask, In::rank>(x);
+  }
+}
 template <class F, int... Axes, expression X, class... Keep>
 constexpr auto reduce_axes(X x, Keep...) {
   using In = shape_t<X>;
   constexpr auto mask = axis_mask<In::rank, Axes...>();
   (check_axis<In, Axes>(), ...);
-  auto kept = reduce_masked<F, mask, In::rank>(x);
+  auto kept = reduce_kept<F, mask>(x);
   if constexpr (sizeof...(Keep) > 0) return kept;
   else return reshape(kept, shape_from<dropped_dims<In, mask>()>{});
 }
