@@ -21,6 +21,7 @@ import os
 import sys
 
 from bench_common import median_ms
+from bench_jax import clipped_adamw_step, import_jax, initial_state
 
 
 def main() -> int:
@@ -36,17 +37,10 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args()
-    if args.threads > 0:  # before jax is imported: XLA reads its flags once
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                                   f" --xla_cpu_multi_thread_eigen={'true' if args.threads > 1 else 'false'}"
-                                   f" intra_op_parallelism_threads={args.threads}")
-    try:
-        import jax
-        import jax.numpy as jnp
-    except Exception as error:  # noqa: BLE001 - reported to the caller
-        print(f"jax_unavailable {error}")
+    imported = import_jax(args.threads)  # before anything else imports jax
+    if imported is None:
         return 0
-    jax.config.update("jax_platforms", "cpu")
+    jax, jnp = imported
 
     d, h, v = args.width, args.heads, args.vocab
     keys = iter(jax.random.split(jax.random.PRNGKey(0), 8 + 16 * args.layers))
@@ -97,25 +91,12 @@ def main() -> int:
         logp = jax.nn.log_softmax(forward(p, tokens), axis=-1)
         return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1))
 
-    tree = jax.tree_util.tree_map
-
-    @jax.jit
-    def step(p, m, s, t, tokens, targets):
-        loss, g = jax.value_and_grad(loss_fn)(p, tokens, targets)
-        norm_sq = sum(jnp.sum(x * x) for x in jax.tree_util.tree_leaves(g))
-        g = tree(lambda x: x * jnp.minimum(1.0, 1.0 / (jnp.sqrt(norm_sq) + 1e-6)), g)
-        t = t + 1
-        m = tree(lambda m, g: 0.9 * m + 0.1 * g, m, g)
-        s = tree(lambda s, g: 0.999 * s + 0.001 * g * g, s, g)
-        c1, c2 = 1 - 0.9 ** t, 1 - 0.999 ** t
-        # torch.optim.AdamW: weight decay 0.01 applied to the parameter first.
-        p = tree(lambda p, m, s: p * (1 - 1e-3 * 0.01) - 1e-3 * (m / c1) / (jnp.sqrt(s / c2) + 1e-8), p, m, s)
-        return p, m, s, t, loss
+    step = clipped_adamw_step(jax, jnp, loss_fn)
 
     rng = jax.random.PRNGKey(1)
     tokens = jax.random.randint(rng, (args.batch, args.context), 0, v)
     targets = jax.random.randint(jax.random.PRNGKey(2), (args.batch, args.context), 0, v)
-    state = [params, tree(jnp.zeros_like, params), tree(jnp.zeros_like, params), jnp.float32(0)]
+    state = initial_state(jax, jnp, params)
 
     def run():
         state[0], state[1], state[2], state[3], loss = step(*state, tokens, targets)
