@@ -111,9 +111,8 @@ TEMPLATE_LIST_TEST_CASE("retention: a budget lowers the arena's peak, with store
                       deep_loss_and_gradients());
   };
   auto stored = compile_with(std::integral_constant<retention_policy, retention_policy::store_all>{});
-  // About a quarter of what store_all keeps at 128 rows (200,704 bytes: each layer's tanh,
-  // whose gradient reads its value).
-  auto quarter = compile_with(std::integral_constant<retention_policy, retention_policy::budget{50'000}>{});
+  // About a quarter of what store_all keeps at 128 rows (397,312 bytes).
+  auto quarter = compile_with(std::integral_constant<retention_policy, retention_policy::budget{99'000}>{});
   auto nothing = compile_with(std::integral_constant<retention_policy, retention_policy::budget{0}>{});
   // Each weight's gradient runs as soon as its layer's cotangent exists: the last layer's
   // first, not after the whole cotangent chain as the graph order has it.
@@ -144,7 +143,7 @@ TEMPLATE_LIST_TEST_CASE("retention: a budget lowers the arena's peak, with store
     run_deep(nothing, rows);
     INFO("Rows = " << rows << ": store_all keeps " << stored.retained_bytes() << " bytes, arena " << stored.arena_bytes()
                    << "; the budget keeps " << quarter.retained_bytes() << ", arena " << quarter.arena_bytes());
-    REQUIRE(quarter.retained_bytes() <= 50'000);
+    REQUIRE(quarter.retained_bytes() <= 99'000);
     REQUIRE(nothing.retained_bytes() == 0);
     auto same_as_stored = [&](auto& prog) {  // the forward's kernels run again: identical values
       REQUIRE(bool(prog.template output<0>() == stored.template output<0>()));
@@ -157,8 +156,7 @@ TEMPLATE_LIST_TEST_CASE("retention: a budget lowers the arena's peak, with store
     same_as_stored(quarter);
     same_as_stored(nothing);
     // One value of each layer is kept; the rest of a layer is recomputed from it where the
-    // backward reaches the layer, and lives only through it. (store_all keeps only each
-    // layer's tanh, as torch does: the peak that remains is the backward's own buffers.)
-    if (rows == 128) REQUIRE(quarter.arena_bytes() * 4 <= stored.arena_bytes() * 3);
+    // backward reaches the layer, and lives only through it.
+    if (rows == 128) REQUIRE(quarter.arena_bytes() * 10 <= stored.arena_bytes() * 6);
   }
 }

@@ -29,6 +29,21 @@ enum class rnn_cell { rnn_tanh, rnn_relu, lstm, gru };
 
 namespace detail {
 constexpr std::int64_t gates_of(rnn_cell cell) { return cell == rnn_cell::lstm ? 4 : cell == rnn_cell::gru ? 3 : 1; }
+/// sigmoid and tanh whose derivatives are written in their own values, g (1 - s) s and
+/// g (1 - t^2), as torch's recurrent backward reads them: with the values in the scan's
+/// stored carry, the backward reads nothing below them (the exponential, h W_hh^T).
+/// Custom ops over the scan body's placeholder leaves, whose types are small.
+struct sigmoid_by_value {
+  template <expression X> static constexpr auto forward(X x) { return sigmoid(x); }
+  template <class G, class S, class X> static constexpr auto vjp(G g, S s, X) { return g * (c<1.0> - s) * s; }
+};
+struct tanh_by_value {
+  template <expression X> static constexpr auto forward(X x) { return tanh(x); }
+  template <class G, class T, class X> static constexpr auto vjp(G g, T t, X) { return g * (c<1.0> - t * t); }
+};
+template <expression X> constexpr auto gate_sigmoid(X x) { return custom_vjp<sigmoid_by_value>(x); }
+template <expression X> constexpr auto gate_tanh(X x) { return custom_vjp<tanh_by_value>(x); }
+
 /// The scan's carry: h, and the step's values its backward reads (the top of this file).
 constexpr std::int64_t carry_width_of(rnn_cell cell, std::int64_t hidden) {
   return cell == rnn_cell::lstm ? 7 * hidden : cell == rnn_cell::gru ? 5 * hidden : hidden;
@@ -43,23 +58,23 @@ struct cell_step {
       auto h = slice<-1, 0, H>(carry);
       auto c = slice<-1, H, 2 * H>(carry);
       auto gates = xw + matmul(h, transpose(w)) + b;
-      auto i = sigmoid(slice<-1, 0, H>(gates));
-      auto f = sigmoid(slice<-1, H, 2 * H>(gates));
-      auto g = tanh(slice<-1, 2 * H, 3 * H>(gates));
-      auto o = sigmoid(slice<-1, 3 * H, 4 * H>(gates));
+      auto i = gate_sigmoid(slice<-1, 0, H>(gates));
+      auto f = gate_sigmoid(slice<-1, H, 2 * H>(gates));
+      auto g = gate_tanh(slice<-1, 2 * H, 3 * H>(gates));
+      auto o = gate_sigmoid(slice<-1, 3 * H, 4 * H>(gates));
       auto c_next = f * c + i * g;
-      auto tanh_c = tanh(c_next);
+      auto tanh_c = gate_tanh(c_next);
       return concat<-1>(o * tanh_c, c_next, i, f, g, o, tanh_c);
     } else if constexpr (Cell == rnn_cell::gru) {
       auto h = slice<-1, 0, H>(carry);
       auto hw = matmul(h, transpose(w)) + b;
       auto hn = slice<-1, 2 * H, 3 * H>(hw);
-      auto r = sigmoid(slice<-1, 0, H>(xw) + slice<-1, 0, H>(hw));
-      auto z = sigmoid(slice<-1, H, 2 * H>(xw) + slice<-1, H, 2 * H>(hw));
-      auto n = tanh(slice<-1, 2 * H, 3 * H>(xw) + r * hn);
+      auto r = gate_sigmoid(slice<-1, 0, H>(xw) + slice<-1, 0, H>(hw));
+      auto z = gate_sigmoid(slice<-1, H, 2 * H>(xw) + slice<-1, H, 2 * H>(hw));
+      auto n = gate_tanh(slice<-1, 2 * H, 3 * H>(xw) + r * hn);
       return concat<-1>(n + z * (h - n), r, z, n, hn);  // (1 - z) n + z h
     } else if constexpr (Cell == rnn_cell::rnn_tanh) {
-      return tanh(xw + matmul(carry, transpose(w)) + b);
+      return gate_tanh(xw + matmul(carry, transpose(w)) + b);
     } else {
       return relu(xw + matmul(carry, transpose(w)) + b);
     }

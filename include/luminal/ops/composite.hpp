@@ -1,16 +1,11 @@
 // Composite elementwise ops, written in terms of the primitives only. A composite needs
-// no gradient rule of its own: the reverse pass differentiates its primitives. sigmoid and
-// tanh are the exception: their derivatives are written in their own values, as torch's
-// sigmoid_backward and tanh_backward are (custom.hpp), so a backward that has the
-// activation (a stored node, a scan's saved carry) reads it instead of recomputing the
-// exponential below it from the input.
+// no gradient rule of its own: the reverse pass differentiates its primitives.
 #pragma once
 #include <limits>
 #include <numbers>
 
 #include "binary.hpp"
 #include "cast.hpp"
-#include "custom.hpp"
 #include "pow.hpp"
 #include "rounding.hpp"
 #include "special.hpp"
@@ -144,38 +139,22 @@ template <double Slope = 0.01, expression X> constexpr auto leaky_relu(X x) {
   static_assert(Slope >= 0 && Slope <= 1, "luminal: leaky_relu needs 0 <= slope <= 1");
   return where(less_than(c<0.0>, x), x, x * c<Slope>);
 }
-namespace detail {
-/// sigmoid's value and its derivative in its value s, as torch's sigmoid_backward: g (1 - s) s.
-struct sigmoid_rule {
-  template <expression X> static constexpr auto forward(X x) { return recip(exp(neg(max(x, c<-88.0>))) + c<1.0>); }
-  template <class G, class S, class X> static constexpr auto vjp(G g, S s, X) { return g * (c<1.0> - s) * s; }
-};
-}  // namespace detail
-
 /// 1 / (1 + e^-x).
 /// The exponent is capped at 88 (x >= -88, where e^-x is still finite in float32): past it
 /// e^-x is infinite and the reciprocal's gradient inf * 0, NaN where torch gives 0.
 template <expression X> constexpr auto sigmoid(X x) {
   if constexpr (detail::half_valued<X>) return cast<value_t<X>>(sigmoid(cast<f32>(x)));  // cast.hpp
-  else return custom_vjp<detail::sigmoid_rule>(x);
+  else return recip(exp(neg(max(x, c<-88.0>))) + c<1.0>);
 }
 /// SiLU (swish), x sigmoid(x), as torch.nn.functional.silu: Llama's gated MLP.
 template <expression X> constexpr auto silu(X x) {
   if constexpr (detail::half_valued<X>) return cast<value_t<X>>(silu(cast<f32>(x)));  // cast.hpp
   else return x * sigmoid(x);
 }
-namespace detail {
-/// tanh's value, 2 sigmoid(2x) - 1, and its derivative in its value t, as torch's
-/// tanh_backward: g (1 - t^2).
-struct tanh_rule {
-  template <expression X> static constexpr auto forward(X x) { return sigmoid(x * c<2.0>) * c<2.0> - c<1.0>; }
-  template <class G, class T, class X> static constexpr auto vjp(G g, T t, X) { return g * (c<1.0> - t * t); }
-};
-}  // namespace detail
 /// tanh x = 2 sigmoid(2x) - 1.
 template <expression X> constexpr auto tanh(X x) {
   if constexpr (detail::half_valued<X>) return cast<value_t<X>>(tanh(cast<f32>(x)));  // cast.hpp
-  else return custom_vjp<detail::tanh_rule>(x);
+  else return sigmoid(x * c<2.0>) * c<2.0> - c<1.0>;
 }
 /// log(1 + e^x) as torch.nn.functional.softplus (beta 1, threshold 20): x itself above 20.
 /// Capping x at 30 in the other branch keeps e^x finite where `where` does not take it, so

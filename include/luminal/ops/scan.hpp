@@ -26,8 +26,8 @@
 // it: the body's output (the carry after the step) and, where the body returns a concat
 // along the last axis, each operand (detail::carried_parts). A body can so return, beside
 // its state, what its derivative reads: nn::LSTM's carry holds its gates, and its backward
-// runs no h W_hh^T again and no exponential (sigmoid and tanh have derivatives in their
-// values, ops/composite.hpp).
+// runs no h W_hh^T again and no exponential (its sigmoid and tanh have derivatives written
+// in their values, nn/rnn.hpp).
 #pragma once
 #include <boost/mp11/algorithm.hpp>
 #include <boost/mp11/bind.hpp>
