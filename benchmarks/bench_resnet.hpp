@@ -1,6 +1,6 @@
 // The ResNet of examples/fashion_mnist.cpp (examples/fashion_models.hpp, compiled in there
-// with LUMINAL_EXAMPLE_RESNET) as a model of train_step_bench: `--model resnet`. With its
-// training step train_step.cpp takes GCC about 2 CPU-minutes and 2 GB (-O3), so
+// with LUMINAL_EXAMPLE_RESNET) as a model of train_step_bench: `--model resnet`. Its
+// training step is heavy to compile (benchmarks/RESULTS.md has the figure), so
 // train_step_bench compiles it only with LUMINAL_BENCH_RESNET (CMake: -DLUMINAL_BENCH_RESNET=ON).
 //
 // The graph is the example's own: input "images" [Batch, 784] (reshaped to
