@@ -127,10 +127,13 @@ struct detail::scan_execution<ScanCarryCotangent<Body>> {
     static void run(Runner& runner, const rows_of<Node, T>& out,
                     const rows_of<boost::mp11::mp_first<typename Node::children>, const T>& g) {
       using Carry = scan_carry_leaf_of<Node>;
+      // The shape is spelled from Node, not as Carry::shape: nvcc's front end, expanding the
+      // aliases, writes the name of the leaf under Carry as an undeclared `__T<n>`.
+      using CarryShape = typename drop_leading_axis<shape_t<Node>>::type;
       using Step = scan_step_leaf_of<Xs>;
-      using Cotangent = scan_cotangent_leaf<T, typename Carry::shape>;
-      using Direct = scan_direct_cotangent_leaf<T, typename Carry::shape>;
-      using Next = scan_next_carry_leaf<T, typename Carry::shape>;  // the carry after the step
+      using Cotangent = scan_cotangent_leaf<T, CarryShape>;
+      using Direct = scan_direct_cotangent_leaf<T, CarryShape>;
+      using Next = scan_next_carry_leaf<T, CarryShape>;  // the carry after the step
       using Y = scan_body_output<Body, Carry, Step, P...>;
       using Out = with_stored_parts<decltype(Direct{} + vjp_of(Y{}, Cotangent{}, Carry{})), Y, Next>;
       auto& body = scan_body_program<Node, Out>(runner);
