@@ -9,7 +9,8 @@
 #   benchmarks/compile_time.sh --llama [--tree DIR] [LAYERS...]
 #       # benchmarks/llama_train_compile.cpp (issue 64's Llama-style LM) at -O2, 1 2 4 layers
 #       # by default, in its parts: the loss's types, compile(loss), the gradients' types,
-#       # compile(loss, gradients), compile_train_step with AdamW
+#       # compile(loss, gradients), compile_train_step with AdamW, and the same model on the
+#       # tape (one layer block; the same program at every depth)
 #
 # Flags: those of luminal's examples and benchmarks (-O3 -march=native and the options the
 # luminal::luminal target adds, LUMINAL_GCC_COMPACT_GC's collector setting included; set
@@ -30,10 +31,10 @@ if [ "$llama" = 1 ]; then
   flags=$(echo "$flags" | sed 's/-O3/-O2/')
   printf '%-7s %-28s %8s %10s\n' layers part "CPU s" "peak MB"
   for layers in ${*:-1 2 4}; do
-    for part in 0 1 2 3 4; do
+    for part in 0 1 2 3 4 5; do
       case $part in
         0) what="the loss's types" ;; 1) what="compile(loss)" ;; 2) what="the gradients' types" ;;
-        3) what="compile(loss, gradients)" ;; 4) what="compile_train_step" ;;
+        3) what="compile(loss, gradients)" ;; 4) what="compile_train_step" ;; 5) what="the tape (one block)" ;;
       esac
       report=$(mktemp)
       if /usr/bin/time -f '%e %U %S %M' -o "$report" $cxx $flags $includes -DLAYERS="$layers" -DPART="$part" \

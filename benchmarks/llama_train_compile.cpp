@@ -7,10 +7,14 @@
 //     g++ ... -DLAYERS=4 -DPART=4 benchmarks/llama_train_compile.cpp   # what it compiles:
 //       PART 0: the loss's types only      1: compile(loss)
 //            2: the gradients' types only  3: compile(loss, gradients)   4: compile_train_step
+//            5: the same model on the tape: one layer block called LAYERS times, AdamW
+//               through parameter_optimizer (LAYERS then changes nothing that is compiled)
 //     ./build/benchmarks/llama_train_compile        # prints the loss every 5 steps
 #include <cstdio>
 #include <luminal/backends/host.hpp>
 #include <luminal/nn.hpp>
+#include <luminal/tape/tape.hpp>
+#include <luminal/train/parameter_optimizer.hpp>
 #include <luminal/train/train.hpp>
 
 #ifndef LAYERS
@@ -102,16 +106,23 @@ auto layers(X x, A angles) {
 nn::Embedding<"embed", vocab, width> embed;
 nn::RMSNorm<"norm", width> final_norm;
 
-auto model_loss() {
-  auto tokens = input<"tokens", i32>(shape<batch, seq>);
-  auto targets = input<"targets", i32>(shape<batch, seq>);
-  // angles[s, i] = s * 10000^(-2i / head_dim)
+/// angles[s, i] = s * 10000^(-2i / head_dim)
+auto rope_angles() {
   auto positions = cast<f32>(iota<0, i32>(shape<seq, head_dim / 2>));
   auto exponents = cast<f32>(iota<1, i32>(shape<seq, head_dim / 2>)) * c<-2.0 / head_dim * 13.287712379549449>;
-  auto angles = positions * exp2(exponents);  // log2(10000) = 13.2877...
-  auto h = final_norm(layers<0>(embed(tokens), angles));
-  auto logits = matmul(h, transpose(embed.weight));  // tied
-  return nn::cross_entropy(logits, targets);
+  return positions * exp2(exponents);  // log2(10000) = 13.2877...
+}
+
+/// The final norm, the tied output projection and the loss.
+template <expression H>
+auto head_loss(H h) {
+  auto logits = matmul(final_norm(h), transpose(embed.weight));  // tied
+  return nn::cross_entropy(logits, input<"targets", i32>(shape<batch, seq>));
+}
+
+auto model_loss() {
+  auto tokens = input<"tokens", i32>(shape<batch, seq>);
+  return head_loss(layers<0>(embed(tokens), rope_angles()));
 }
 
 template <class... P>
@@ -162,6 +173,31 @@ int main() {
   bind_tokens(program);
   program.run();
   std::printf("ran\n");
+#elif PART == 5
+  {
+    auto x = input<"x", f32>(shape<batch, seq, width>);
+    auto embed_block = compile_block<"embed">(embed(input<"tokens", i32>(shape<batch, seq>)));
+    auto layer_block = compile_block<"layer">(Block<"layer">{}(x, rope_angles()), x);  // "layer.*" -> "l<i>.*"
+    auto head_block = compile_block<"head">(head_loss(x), x);
+    parameter_optimizer<adamw> optimizer({.lr = 3e-3f, .weight_decay = 0.01f});
+    tensor_store params = init;
+    xt::xarray<i32> tokens = xt::xarray<i32>::from_shape({batch, seq});
+    xt::xarray<i32> targets = xt::xarray<i32>::from_shape({batch, seq});
+    for (std::size_t i = 0; i < tokens.size(); ++i) {  // as bind_tokens
+      tokens.flat(i) = i32((7 * i + 3) % vocab);
+      targets.flat(i) = i32((7 * i + 10) % vocab);
+    }
+    for (int k = 1; k <= 10; ++k) {
+      tape<> t(params);
+      auto h = t.call(*embed_block, "", {{"tokens", t.constant(tokens)}});
+      for (int i = 0; i < LAYERS; ++i) h = t.call(*layer_block, "l" + std::to_string(i), {{"x", h}});
+      auto loss_value = t.call(*head_block, "", {{"x", h}, {"targets", t.constant(targets)}});
+      const float value = t.item<float>(loss_value);
+      t.backward(loss_value);
+      optimizer.step(params, t.gradients());
+      if (k % 5 == 0) std::printf("step %2d  loss %.4f\n", k, value);
+    }
+  }
 #else
   {
     auto step = compile_train_step(loss, adamw{.lr = 3e-3f, .weight_decay = 0.01f});
