@@ -74,11 +74,13 @@ template <class T, class S>
 using scan_carry_tangent_leaf = Input<"luminal.scan.carry_tangent", T, S>;
 template <class W>
 using scan_input_tangent_leaf = Input<"luminal.scan.input_tangent", typename W::value_type, shape_t<W>>;
-/// The leaf of one row of Rows ([L, ...] or [L + 1, ...]) as carry or step.
+/// The shape of one row of Rows ([L, ...] or [L + 1, ...]), and its leaf as carry or step.
 template <class Rows>
-using scan_carry_leaf_of = scan_carry_leaf<typename Rows::value_type, typename drop_leading_axis<shape_t<Rows>>::type>;
+using scan_row_shape = typename drop_leading_axis<shape_t<Rows>>::type;
 template <class Rows>
-using scan_step_leaf_of = scan_step_leaf<typename Rows::value_type, typename drop_leading_axis<shape_t<Rows>>::type>;
+using scan_carry_leaf_of = scan_carry_leaf<typename Rows::value_type, scan_row_shape<Rows>>;
+template <class Rows>
+using scan_step_leaf_of = scan_step_leaf<typename Rows::value_type, scan_row_shape<Rows>>;
 
 template <class Body, class Carry, class Step, class ParamIndices, class... P>
 struct scan_body_types;

@@ -127,9 +127,9 @@ struct detail::scan_execution<ScanCarryCotangent<Body>> {
     static void run(Runner& runner, const rows_of<Node, T>& out,
                     const rows_of<boost::mp11::mp_first<typename Node::children>, const T>& g) {
       using Carry = scan_carry_leaf_of<Node>;
-      // The shape is spelled from Node, not as Carry::shape: nvcc's front end, expanding the
+      // The shape is read from Node, not as Carry::shape: nvcc's front end, expanding the
       // aliases, writes the name of the leaf under Carry as an undeclared `__T<n>`.
-      using CarryShape = typename drop_leading_axis<shape_t<Node>>::type;
+      using CarryShape = scan_row_shape<Node>;
       using Step = scan_step_leaf_of<Xs>;
       using Cotangent = scan_cotangent_leaf<T, CarryShape>;
       using Direct = scan_direct_cotangent_leaf<T, CarryShape>;
