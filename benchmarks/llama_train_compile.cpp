@@ -11,6 +11,7 @@
 //               through parameter_optimizer (LAYERS then changes nothing that is compiled)
 //     ./build/benchmarks/llama_train_compile        # prints the loss every 5 steps
 #include <cstdio>
+#include <utility>
 #include <luminal/backends/host.hpp>
 #include <luminal/nn.hpp>
 #include <luminal/tape/tape.hpp>
@@ -139,15 +140,21 @@ void initialize_layers(tensor_store& store) {
   }
 }
 
-/// Binds a fixed token stream to a program or step (tokens predict the token 7 on).
-template <class Runnable>
-void bind_tokens(Runnable& runnable) {
+/// A fixed token stream: tokens and targets [batch, seq], each token predicting the token 7 on.
+std::pair<xt::xarray<i32>, xt::xarray<i32>> token_stream() {
   xt::xarray<i32> tokens = xt::xarray<i32>::from_shape({batch, seq});
   xt::xarray<i32> targets = xt::xarray<i32>::from_shape({batch, seq});
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     tokens.flat(i) = i32((7 * i + 3) % vocab);
     targets.flat(i) = i32((7 * i + 10) % vocab);
   }
+  return {tokens, targets};
+}
+
+/// Binds the token stream to a program or step.
+template <class Runnable>
+void bind_tokens(Runnable& runnable) {
+  const auto [tokens, targets] = token_stream();
   runnable.bind("tokens", tokens);
   runnable.bind("targets", targets);
 }
@@ -181,12 +188,7 @@ int main() {
     auto head_block = compile_block<"head">(head_loss(x), x);
     parameter_optimizer<adamw> optimizer({.lr = 3e-3f, .weight_decay = 0.01f});
     tensor_store params = init;
-    xt::xarray<i32> tokens = xt::xarray<i32>::from_shape({batch, seq});
-    xt::xarray<i32> targets = xt::xarray<i32>::from_shape({batch, seq});
-    for (std::size_t i = 0; i < tokens.size(); ++i) {  // as bind_tokens
-      tokens.flat(i) = i32((7 * i + 3) % vocab);
-      targets.flat(i) = i32((7 * i + 10) % vocab);
-    }
+    const auto [tokens, targets] = token_stream();
     for (int k = 1; k <= 10; ++k) {
       tape<> t(params);
       auto h = t.call(*embed_block, "", {{"tokens", t.constant(tokens)}});
